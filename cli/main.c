@@ -1,0 +1,99 @@
+/* `syncrep`: one command, subcommands.  `syncrep help` lists them; each
+ * takes --help.  Exit codes: 0 ok, 1 failure, 2 usage error. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *what;
+} commands[] = {
+    {"coordinator", sr__cli_coordinator, "run the coordinator (parameter server) on a store"},
+    {"status", sr__cli_status, "ask a running coordinator for its state"},
+    {"store", sr__cli_store, "inspect, verify or export a store (inspect|verify|export)"},
+};
+
+static void
+usage(FILE *f)
+{
+    fprintf(f, "usage: syncrep <command> [options]   (syncrep <command> --help)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].what);
+    }
+    fprintf(f, "  %-12s %s\n", "help", "this text");
+}
+
+int
+sr__cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "syncrep %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see syncrep %s --help)\n", cmd);
+    return 2;
+}
+
+int
+sr__cli_parse_i64(const char *s, long long min, long long max, long long *out)
+{
+    char     *end;
+    long long v;
+
+    if (s == NULL || *s == '\0') {
+        return -1;
+    }
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+sr__cli_parse_f64(const char *s, double *out)
+{
+    char  *end;
+    double v;
+
+    if (s == NULL || *s == '\0') {
+        return -1;
+    }
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || *end != '\0') {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "syncrep: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

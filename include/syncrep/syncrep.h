@@ -1,0 +1,130 @@
+/*
+ * syncrep client library (libsyncrep): what a training program links to take
+ * part in synchronous data-parallel training served by `syncrep coordinator`.
+ *
+ * The loop is  pull -> compute -> push -> step:
+ *
+ *     sr_client_open(&c, &opts);
+ *     sr_client_declare(c, "w", SR_FLOAT32, 2, shape, init);   (every worker)
+ *     sr_client_ready(c);          chief: mark ready; others: wait for it
+ *     for (;;) {
+ *         sr_client_pull(c, "w", w, sizeof w);
+ *         ... compute grad from w ...
+ *         sr_client_push(c, "w", grad, sizeof grad);
+ *         sr_client_step(c);       wait for a token: the barrier
+ *     }
+ *
+ * Every call returns 0 or a negative SR_E... code (syncrep/error.h);
+ * sr_client_error() gives the last failure's text.  One client belongs to
+ * one thread at a time; many clients per process are fine.  Coordinator
+ * restarts are handled inside the calls (see docs/protocol.md).
+ */
+#ifndef SYNCREP_SYNCREP_H
+#define SYNCREP_SYNCREP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "syncrep/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types.  Values travel on the wire and into the store: fixed. */
+typedef enum { SR_FLOAT32 = 1, SR_FLOAT64 = 2, SR_INT32 = 3, SR_INT64 = 4 } sr_dtype;
+
+typedef struct sr_client sr_client;
+
+typedef struct {
+    const char *endpoint;          /* e.g. "tcp://127.0.0.1:7070" */
+    int         task_index;        /* 0 is the chief */
+    int         timeout_ms;        /* 0 = default (60000): how long the coordinator may
+                                      be unreachable before a call fails SR_ETIMEDOUT */
+    const char *server_public_key; /* Z85 CURVE keys; NULL = plaintext */
+    const char *public_key;
+    const char *secret_key;
+} sr_client_options;
+
+/* Per-client counts of what the coordinator answered to this client's pushes
+ * (every push is acknowledged as exactly one of these). */
+typedef struct {
+    uint64_t pushes;      /* push calls that completed */
+    uint64_t accepted;    /* counted into an accumulator */
+    uint64_t stale;       /* dropped: computed at an old step or incarnation */
+    uint64_t duplicate;   /* a resend the coordinator had already counted */
+    uint64_t resyncs;     /* coordinator restarts this client noticed */
+    uint64_t resends;     /* requests sent again after no answer */
+} sr_client_stats;
+
+/* Open a client and say hello to the coordinator (waits up to timeout_ms for
+ * it).  *out is written only on success; close with sr_client_close().
+ * Errors: SR_EINVAL (options), SR_EMSG, SR_ETIMEDOUT, SR_ENOMEM. */
+int sr_client_open(sr_client **out, const sr_client_options *opts);
+
+/* Close the connection and free everything.  NULL is fine. */
+void sr_client_close(sr_client *c);
+
+/* Text of the last failure on this client ("" if none).  Valid until the next
+ * call on `c`. */
+const char *sr_client_error(const sr_client *c);
+
+/* Declare a variable.  The chief's declaration (with initial_value, dtype x
+ * shape bytes) creates it on an empty store; a restarted chief's declaration
+ * is checked against the store (SR_EEXIST on another dtype or shape, store
+ * untouched); a new variable declared later is created and logged.
+ * Non-chief workers may declare too: it checks the variable exists with that
+ * dtype and shape once the model is ready (initial_value may be NULL).
+ * ndim 0 is a scalar; ndim <= 8.  Blocks for one round trip. */
+int sr_client_declare(sr_client *c, const char *name, sr_dtype dtype, int ndim,
+                      const int64_t *shape, const void *initial_value);
+
+/* Flags for sr_client_declare_ex. */
+#define SR_DECLARE_NOT_TRAINABLE 0x1 /* pulled only; pushes to it are refused */
+
+/* As sr_client_declare, with flags (SR_DECLARE_*).  int32/int64 variables
+ * are never trainable. */
+int sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim,
+                         const int64_t *shape, const void *initial_value, unsigned flags);
+
+/* Chief: create what is missing and mark the model ready.  Others: wait until
+ * the model is ready (as long as the coordinator is reachable).  Both: set
+ * the local step to the global step. */
+int sr_client_ready(sr_client *c);
+
+/* Copy the variable's current value into dst (dst_bytes must be exactly
+ * dtype x shape bytes, else SR_EINVAL). */
+int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
+
+/* Push a dense gradient for the local step.  bytes must equal the variable's
+ * size; the variable must be float32/float64 and trainable.  Returns 0 when
+ * the coordinator acknowledged it as accepted, stale or duplicate (see
+ * sr_client_stats); the training loop need not care which. */
+int sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes);
+
+/* Push a sparse gradient: nrows rows of the variable's row shape (first
+ * dimension = row), at the given row indices (any order; repeated indices are
+ * summed).  rows_bytes = nrows x row size. */
+int sr_client_push_sparse(sr_client *c, const char *name, size_t nrows,
+                          const int64_t *row_indices, const void *rows, size_t rows_bytes);
+
+/* Take a step token (blocks while other workers finish the step; this is not
+ * a timeout while the coordinator is alive); local step = the token's value. */
+int sr_client_step(sr_client *c);
+
+/* The local step (no I/O). */
+int64_t sr_client_local_step(const sr_client *c);
+
+/* Ask the coordinator for the global step. */
+int sr_client_global_step(sr_client *c, int64_t *out);
+
+/* Copy the push counters (no I/O). */
+int sr_client_stats_get(const sr_client *c, sr_client_stats *out);
+
+/* The coordinator incarnation this client last spoke to (no I/O). */
+uint64_t sr_client_incarnation(const sr_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

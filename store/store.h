@@ -1,0 +1,213 @@
+/*
+ * The durable store: one SQLite file (WAL) holding everything the
+ * coordinator must not lose.  The only code that includes sqlite3.h.
+ * Schema, versioning and guarantees: docs/store.md.
+ *
+ * A step commit is one transaction: a crash leaves the previous committed
+ * step or the new one, never a mix.  The last K committed steps stay
+ * restorable ("retained checkpoints") without K full copies: tensors are
+ * stored in chunks, and a chunk is written only when it changed.
+ *
+ * One thread per handle.  Every function returns SR_OK or a negative code
+ * with the detail in sr_errdetail(); the handle also keeps it
+ * (sr_store_errmsg).  Failures that leave the handle in doubt make it sticky:
+ * every later call returns the same error until it is closed.
+ */
+#ifndef SR_STORE_H
+#define SR_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+typedef struct sr_store sr_store;
+
+#define SR_STORE_SCHEMA_VERSION 1           /* PRAGMA user_version of this build */
+#define SR_STORE_DEFAULT_CHUNK_BYTES (4u << 20)
+#define SR_STORE_MAX_NAME 255               /* bytes in a variable or slot name */
+
+typedef enum {
+    SR_STORE_SYNC_FULL = 0,   /* default: fsync at every commit, survives power loss */
+    SR_STORE_SYNC_NORMAL = 1, /* WAL NORMAL: survives process crashes, not power loss */
+} sr_store_sync;
+
+typedef struct {
+    int      sync;             /* sr_store_sync; default FULL */
+    int      readonly;         /* open read-only (inspect, verify); never creates */
+    int      create;           /* create the file if absent (ignored when readonly) */
+    int      busy_timeout_ms;  /* 0 = 5000 */
+    uint32_t chunk_bytes;      /* new tensors' chunk size; 0 = 4 MiB; rounded to dtype */
+    int      keep_checkpoints; /* retained restorable steps; 0 = 3 */
+    int64_t  max_page_count;   /* 0 = unlimited; tests use it to simulate a full disk */
+    int      skip_quick_check; /* 1 = do not run PRAGMA quick_check on open (huge files) */
+} sr_store_opts;
+
+/* What the store says about itself. */
+typedef struct {
+    int64_t  global_step;      /* the last committed step */
+    uint64_t incarnation;      /* bumped by sr_store_new_incarnation */
+    int      model_ready;      /* chief declared everything and marked ready */
+    int      schema_version;
+    int64_t  nvariables;
+    int64_t  ncheckpoints;
+} sr_store_info;
+
+/* A variable's metadata. */
+typedef struct {
+    int64_t id;                    /* stable within a store */
+    char    name[SR_STORE_MAX_NAME + 1];
+    int     dtype;                 /* sr_dtype */
+    int     ndim;
+    int64_t shape[SR_MAX_NDIM];
+    uint64_t nbytes;               /* dtype x shape */
+    int     trainable;
+    int64_t created_step;          /* global step when it was declared */
+} sr_store_var;
+
+/* One worker's record. */
+typedef struct {
+    int32_t  task_index;
+    int64_t  local_step;
+    int64_t  last_seen_ms;         /* wall clock, ms since the epoch */
+    uint64_t incarnation;          /* coordinator incarnation that last saw it */
+} sr_store_worker;
+
+/* One contribution to a step's accumulator, in arrival order. */
+typedef struct {
+    int64_t step;                  /* the step the contribution was applied in:
+                                      the global step before the apply (g when
+                                      the commit moves to g + 1) */
+    int64_t var_id;
+    int32_t pos;                   /* 0, 1, ... arrival order within (step, var) */
+    int32_t task_index;
+    int64_t local_step;            /* the step the gradient was computed at */
+} sr_store_contrib;
+
+/* A tensor to write in a commit: a variable's value (slot "") or one of its
+ * optimizer slots ("momentum", "adam_m", "adam_v", "ema", ...).  A slot
+ * tensor has the variable's dtype and size and is created on first write. */
+typedef struct {
+    int64_t        var_id;
+    const char    *slot;           /* NULL or "" = the value */
+    const void    *data;           /* the whole tensor, var nbytes */
+    size_t         len_bytes;      /* must equal the variable's nbytes */
+    const uint8_t *dirty;          /* NULL = every chunk; else one byte per chunk
+                                      (sr_store_nchunks), nonzero = changed */
+} sr_store_tensor;
+
+/* Everything of one step, committed in one transaction. */
+typedef struct {
+    int64_t                 global_step;  /* the new global step (> the stored one,
+                                             or equal to rewrite the same step) */
+    const sr_store_tensor  *tensors;
+    size_t                  ntensors;
+    const sr_store_worker  *workers;      /* upserted by task_index */
+    size_t                  nworkers;
+    const sr_store_contrib *log;          /* step log rows; may be empty */
+    size_t                  nlog;
+} sr_store_commit;
+
+/* Open (create if opts->create) the store at `path`: WAL, synchronous per
+ * opts, busy timeout, schema check and migration, quick_check.  Refuses with
+ * a clear error naming the file and modifies nothing for: a file that is not
+ * a syncrep store (SR_ECORRUPT), a corrupt file (SR_ECORRUPT), a schema newer
+ * than this build (SR_EVERSION), a missing file without create (SR_ENOENT), a
+ * location that cannot be written (SR_EACCES).  New files are mode 0600.
+ * *out is written only on success. */
+sr_err sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out);
+
+/* Close; NULL is fine.  Never fails visibly (a failed checkpoint of the WAL
+ * leaves the WAL, which the next open replays). */
+void sr_store_close(sr_store *st);
+
+/* The handle's last failure text ("" if none). */
+const char *sr_store_errmsg(const sr_store *st);
+
+/* Start a new coordinator incarnation: increment and return it, durably. */
+sr_err sr_store_new_incarnation(sr_store *st, uint64_t *out);
+
+sr_err sr_store_get_info(sr_store *st, sr_store_info *out);
+
+/* Informational: the configuration last used, as a JSON object text. */
+sr_err sr_store_set_config(sr_store *st, const char *json);
+/* *out is malloc'd (caller frees); "" when never set. */
+sr_err sr_store_get_config(sr_store *st, char **out);
+
+/* Declare a variable (its own durable transaction).  Creates it with the
+ * initial value (nbytes of data; NULL = zeros) at the current global step.
+ * If a variable of that name exists with the same dtype and shape, nothing
+ * changes and *out_id gets its id (existed=1); another dtype or shape is
+ * SR_EEXIST with both described.  out_existed may be NULL. */
+sr_err sr_store_declare(sr_store *st, const char *name, int dtype, int ndim,
+                        const int64_t *shape, int trainable, const void *data,
+                        size_t len_bytes, int64_t *out_id, int *out_existed);
+
+/* Mark the model ready (durable).  Creates the checkpoint of the current
+ * global step if none exists, so the initial values are restorable. */
+sr_err sr_store_set_ready(sr_store *st);
+
+/* The variables, ordered by id.  *out is malloc'd (caller frees); *n set. */
+sr_err sr_store_list_vars(sr_store *st, sr_store_var **out, size_t *n);
+
+/* Slot names stored for a variable ("" excluded).  *out is a malloc'd array
+ * of malloc'd strings; free with sr_store_free_names. */
+sr_err sr_store_list_slots(sr_store *st, int64_t var_id, char ***out, size_t *n);
+void sr_store_free_names(char **names, size_t n);
+
+/* Number of chunks of a variable's tensors (for sr_store_tensor.dirty). */
+sr_err sr_store_nchunks(sr_store *st, int64_t var_id, size_t *out);
+
+/* Read a tensor as of `step` (-1 = the latest committed state) into dst
+ * (len_bytes must equal the variable's nbytes).  SR_ENOENT if the slot does
+ * not exist or the variable did not exist at that step.  Chunks are checked
+ * (size, presence): a missing or short chunk is SR_ECORRUPT. */
+sr_err sr_store_read_tensor(sr_store *st, int64_t var_id, const char *slot, int64_t step,
+                            void *dst, size_t len_bytes);
+
+/* Commit one step (one transaction): tensors, the global step, workers, step
+ * log, a new retained checkpoint, pruning of checkpoints beyond K.  On any
+ * failure (including a full disk: SR_ENOSPC) the transaction is rolled back,
+ * the previous step stays intact and readable, and the handle stays usable. */
+sr_err sr_store_commit_step(sr_store *st, const sr_store_commit *c);
+
+/* Workers, ordered by task index.  *out malloc'd. */
+sr_err sr_store_list_workers(sr_store *st, sr_store_worker **out, size_t *n);
+
+/* Retained checkpoint steps, ascending.  *out malloc'd. */
+sr_err sr_store_list_checkpoints(sr_store *st, int64_t **out, size_t *n);
+
+/* Make retained step `step` the current state (durably): the global step
+ * becomes `step`, later checkpoints, chunk versions, variables created after
+ * it and step-log rows after it are removed, and the rewind is recorded
+ * (incarnation, from step, to step, time).  SR_ENOENT if not retained. */
+sr_err sr_store_rewind(sr_store *st, int64_t step);
+
+/* A recorded rewind. */
+typedef struct {
+    uint64_t incarnation;
+    int64_t  from_step;
+    int64_t  to_step;
+    int64_t  at_ms;                /* wall clock */
+} sr_store_rewind_rec;
+sr_err sr_store_list_rewinds(sr_store *st, sr_store_rewind_rec **out, size_t *n);
+
+/* Step log rows with from <= step < to, ordered by (step, var_id, pos).
+ * *out malloc'd. */
+sr_err sr_store_read_log(sr_store *st, int64_t from, int64_t to, sr_store_contrib **out,
+                         size_t *n);
+
+/* Copy a consistent snapshot to a new file `out_path` (must not exist) with
+ * SQLite's online backup API while the store stays in use.  step >= 0: the
+ * copy is then rewound to that retained step.  The copy is mode 0600. */
+sr_err sr_store_export(sr_store *st, const char *out_path, int64_t step);
+
+/* Integrity check (PRAGMA integrity_check) plus syncrep's own: every tensor
+ * has every chunk at the right size for each retained checkpoint, the global
+ * step equals the newest checkpoint, schema tables and meta present.  Writes
+ * one line per problem into report (malloc'd, caller frees; "" if clean).
+ * Returns SR_OK when clean, SR_ECORRUPT when a problem was found. */
+sr_err sr_store_verify(sr_store *st, char **report);
+
+#endif

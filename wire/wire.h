@@ -1,0 +1,157 @@
+/*
+ * The wire protocol: pure encode/decode functions shared by the coordinator
+ * and the client.  Nothing here touches a socket.  Every decoder takes
+ * (buf, len, out), checks every length before reading, never allocates, and
+ * returns SR_EPROTO with a detail naming the field on bad input.
+ * The message catalogue and framing: docs/protocol.md.
+ *
+ * A message is a ZeroMQ multipart message:
+ *   frame 0       the fixed header (SR_WIRE_HEADER_BYTES, little-endian)
+ *   frame 1..     the body frames of the type (descriptor, then raw tensor
+ *                 data frames, never re-encoded: IEEE-754 / two's complement,
+ *                 little-endian, as in memory on the supported hosts)
+ * (the coordinator's ROUTER adds the peer's routing id frame in front).
+ */
+#ifndef SR_WIRE_H
+#define SR_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+#define SR_WIRE_MAGIC 0x31505253u /* bytes "SRP1" */
+#define SR_WIRE_VERSION 1
+#define SR_WIRE_HEADER_BYTES 56
+#define SR_WIRE_MAX_NAME 255      /* bytes in a variable name, no NUL inside */
+#define SR_WIRE_REPLY 0x80u       /* type bit set on every reply */
+
+/* Message types.  Never renumber or reuse a value. */
+typedef enum {
+    SR_MSG_HELLO = 1,       /* -> HELLO|R with sr_wire_hello_rep */
+    SR_MSG_DECLARE = 2,     /* frame1 vardesc, frame2 initial value (optional) */
+    SR_MSG_READY = 3,       /* frame1 sr_wire_ready_req -> sr_wire_ready_rep */
+    SR_MSG_PULL = 4,        /* frame1 name -> frame1 vardesc, frame2 data */
+    SR_MSG_PUSH = 5,        /* frame1 pushdesc (count = bytes), frame2 data -> push_rep */
+    SR_MSG_PUSH_SPARSE = 6, /* frame1 pushdesc (count = rows), frame2 int64 indices,
+                               frame3 rows -> push_rep */
+    SR_MSG_TOKEN = 7,       /* parked until a token exists; reply local_step = token */
+    SR_MSG_PING = 8,        /* -> sr_wire_ping_rep (global step, ready) */
+    SR_MSG_STATUS = 9,      /* -> frame1 JSON text */
+    SR_MSG_BYE = 10,        /* client closing; reply optional */
+} sr_wire_type;
+
+/* Header flags. */
+#define SR_WIRE_F_RESEND 0x1u /* this request is a resend of the same request_id */
+
+/* Frame 0 of every message.  Replies echo request_id, client_id, task_index
+ * and carry the coordinator's incarnation; status is 0 or a negative sr_err,
+ * and a failed reply's frame 1 is the error text (UTF-8, no NUL). */
+typedef struct {
+    uint8_t  type;        /* sr_wire_type, | SR_WIRE_REPLY on replies */
+    uint16_t flags;
+    uint64_t request_id;  /* client-chosen, increasing per client */
+    uint64_t incarnation; /* request: the client's view (0 = none yet);
+                             reply: the coordinator's */
+    uint64_t client_id;   /* random per client instance; deduplication key */
+    int32_t  task_index;
+    int32_t  status;      /* replies: sr_err */
+    int64_t  local_step;  /* push: the step the gradient was computed at;
+                             token reply: the token's value */
+    uint64_t seq;         /* push: per-client sequence number (dedup) */
+} sr_wire_header;
+
+/* 56 bytes: magic u32, version u8, type u8, flags u16, request_id u64,
+ * incarnation u64, client_id u64, task_index i32, status i32, local_step i64,
+ * seq u64. */
+void   sr_wire_header_encode(const sr_wire_header *h, uint8_t out[SR_WIRE_HEADER_BYTES]);
+/* Checks len, magic, version, and that the type (without the reply bit) is
+ * a known sr_wire_type. */
+sr_err sr_wire_header_decode(const uint8_t *buf, size_t len, sr_wire_header *out);
+
+/* A variable name frame on its own (PULL request): u16 len, bytes. */
+typedef struct {
+    char name[SR_WIRE_MAX_NAME + 1]; /* NUL-terminated copy */
+} sr_wire_name;
+
+/* A variable's description (DECLARE request, PULL reply):
+ * u16 name_len, name, u8 dtype, u8 flags, u8 ndim, ndim x i64 shape. */
+typedef struct {
+    char    name[SR_WIRE_MAX_NAME + 1];
+    uint8_t dtype;   /* sr_dtype */
+    uint8_t flags;   /* SR_DECLARE_* */
+    uint8_t ndim;    /* <= SR_MAX_NDIM */
+    int64_t shape[SR_MAX_NDIM]; /* each >= 0 */
+} sr_wire_vardesc;
+
+/* A push's description: u16 name_len, name, u8 dtype, u64 count
+ * (PUSH: bytes of frame 2; PUSH_SPARSE: rows, frame 2 = count x 8 bytes). */
+typedef struct {
+    char     name[SR_WIRE_MAX_NAME + 1];
+    uint8_t  dtype;
+    uint64_t count;
+} sr_wire_pushdesc;
+
+/* HELLO reply body: i64 global_step, u8 model_ready, i32 R, i32 N,
+ * u64 max_message_bytes. */
+typedef struct {
+    int64_t  global_step;
+    uint8_t  model_ready;
+    int32_t  replicas_to_aggregate;
+    int32_t  total_replicas;
+    uint64_t max_message_bytes;
+} sr_wire_hello_rep;
+
+/* READY request body: u8 mark (1: the chief marks the model ready; 0: ask). */
+typedef struct {
+    uint8_t mark;
+} sr_wire_ready_req;
+
+/* READY and PING reply body: u8 model_ready, i64 global_step. */
+typedef struct {
+    uint8_t model_ready;
+    int64_t global_step;
+} sr_wire_ping_rep;
+
+/* PUSH / PUSH_SPARSE reply body: u8 outcome. */
+typedef enum {
+    SR_PUSH_ACCEPTED = 0,
+    SR_PUSH_STALE = 1,
+    SR_PUSH_DUPLICATE = 2,
+} sr_wire_push_outcome;
+typedef struct {
+    uint8_t outcome;  /* sr_wire_push_outcome */
+} sr_wire_push_rep;
+
+/* Encoders write into out[cap] and return the bytes written, or 0 when cap
+ * is too small or a field is out of range (a name too long or with a NUL,
+ * ndim > SR_MAX_NDIM).  SR_WIRE_BODY_MAX bounds every body above. */
+#define SR_WIRE_BODY_MAX (2 + SR_WIRE_MAX_NAME + 3 + 8 * SR_MAX_NDIM + 16)
+
+size_t sr_wire_name_encode(const char *name, uint8_t *out, size_t cap);
+sr_err sr_wire_name_decode(const uint8_t *buf, size_t len, sr_wire_name *out);
+
+size_t sr_wire_vardesc_encode(const sr_wire_vardesc *v, uint8_t *out, size_t cap);
+/* Also checks dtype is known, ndim <= SR_MAX_NDIM, dims >= 0, no trailing bytes. */
+sr_err sr_wire_vardesc_decode(const uint8_t *buf, size_t len, sr_wire_vardesc *out);
+
+size_t sr_wire_pushdesc_encode(const sr_wire_pushdesc *p, uint8_t *out, size_t cap);
+sr_err sr_wire_pushdesc_decode(const uint8_t *buf, size_t len, sr_wire_pushdesc *out);
+
+size_t sr_wire_hello_rep_encode(const sr_wire_hello_rep *r, uint8_t *out, size_t cap);
+sr_err sr_wire_hello_rep_decode(const uint8_t *buf, size_t len, sr_wire_hello_rep *out);
+
+size_t sr_wire_ready_req_encode(const sr_wire_ready_req *r, uint8_t *out, size_t cap);
+sr_err sr_wire_ready_req_decode(const uint8_t *buf, size_t len, sr_wire_ready_req *out);
+
+size_t sr_wire_ping_rep_encode(const sr_wire_ping_rep *r, uint8_t *out, size_t cap);
+sr_err sr_wire_ping_rep_decode(const uint8_t *buf, size_t len, sr_wire_ping_rep *out);
+
+size_t sr_wire_push_rep_encode(const sr_wire_push_rep *r, uint8_t *out, size_t cap);
+sr_err sr_wire_push_rep_decode(const uint8_t *buf, size_t len, sr_wire_push_rep *out);
+
+/* "HELLO", "PUSH", ... for logs; "?" for unknown. */
+const char *sr_wire_type_name(int type);
+
+#endif
