@@ -1,1 +1,179 @@
-/* placeholder: being written this session */
+/* `syncrep coordinator`: parse options, install signal handlers, run. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "coordinator/coordinator.h"
+#include "core/log.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void
+on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static const char usage_text[] =
+    "usage: syncrep coordinator --store PATH --replicas-to-aggregate R --learning-rate LR [options]\n"
+    "\n"
+    "  --store PATH                  SQLite store (created if absent)\n"
+    "  --bind ENDPOINT               default tcp://127.0.0.1:7070 (ipc://PATH works too)\n"
+    "  --replicas-to-aggregate R     gradients averaged per variable per step (required)\n"
+    "  --total-replicas N            workers taking part (default R; N > R: backups)\n"
+    "  --init-tokens K               tokens when the model becomes ready (default R;\n"
+    "                                refused if K < R - N)\n"
+    "  --optimizer sgd|momentum|adam default sgd\n"
+    "  --learning-rate LR            required\n"
+    "  --momentum M                  default 0.9\n"
+    "  --beta1 B1 --beta2 B2         default 0.9, 0.999\n"
+    "  --epsilon E                   default 1e-8\n"
+    "  --ema-decay D                 keep exponential moving averages of the variables\n"
+    "  --checkpoint-every-steps N    default 1 (every step durable); 0 = only on shutdown\n"
+    "  --keep-checkpoints K          retained restorable steps (default 3)\n"
+    "  --resume-from-step S          restore retained step S instead of the latest\n"
+    "  --step-log                    record the contributors of every step in the store\n"
+    "  --sync full|normal            SQLite synchronous mode (default full)\n"
+    "  --sparse-mean per-row|per-replica\n"
+    "                                divide a sparse row's sum by the gradients that\n"
+    "                                touched it (default) or by R\n"
+    "  --nonfinite reject|allow      refuse gradients with NaN/Inf (default reject)\n"
+    "  --grace-ms MS                 on SIGINT/SIGTERM, time to finish the step (2000)\n"
+    "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n";
+
+static int
+need(int i, int argc, char **argv)
+{
+    if (i + 1 >= argc) {
+        sr__cli_usage_error("coordinator", "%s needs a value", argv[i]);
+        return 0;
+    }
+    return 1;
+}
+
+int
+sr__cli_coordinator(int argc, char **argv)
+{
+    sr_coord_opts o;
+    long long     v;
+    int           have_lr = 0;
+
+    sr_coord_opts_default(&o);
+    o.R = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (strcmp(a, "--step-log") == 0) {
+            o.step_log = 1;
+            continue;
+        }
+        if (!need(i, argc, argv)) {
+            return 2;
+        }
+        const char *val = argv[++i];
+        int         bad = 0;
+        if (strcmp(a, "--store") == 0) {
+            o.store_path = val;
+        } else if (strcmp(a, "--bind") == 0) {
+            o.bind = val;
+        } else if (strcmp(a, "--replicas-to-aggregate") == 0) {
+            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            o.R = (int)v;
+        } else if (strcmp(a, "--total-replicas") == 0) {
+            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            o.N = (int)v;
+        } else if (strcmp(a, "--init-tokens") == 0) {
+            bad = sr__cli_parse_i64(val, 0, 1 << 20, &v);
+            o.init_tokens = (int)v;
+        } else if (strcmp(a, "--optimizer") == 0) {
+            bad = sr__optim_parse(val, &o.optim.kind) != SR_OK;
+        } else if (strcmp(a, "--learning-rate") == 0) {
+            bad = sr__cli_parse_f64(val, &o.optim.lr) || !(o.optim.lr > 0);
+            have_lr = 1;
+        } else if (strcmp(a, "--momentum") == 0) {
+            bad = sr__cli_parse_f64(val, &o.optim.momentum) || o.optim.momentum < 0;
+        } else if (strcmp(a, "--beta1") == 0) {
+            bad = sr__cli_parse_f64(val, &o.optim.beta1) || !(o.optim.beta1 >= 0 && o.optim.beta1 < 1);
+        } else if (strcmp(a, "--beta2") == 0) {
+            bad = sr__cli_parse_f64(val, &o.optim.beta2) || !(o.optim.beta2 >= 0 && o.optim.beta2 < 1);
+        } else if (strcmp(a, "--epsilon") == 0) {
+            bad = sr__cli_parse_f64(val, &o.optim.epsilon) || !(o.optim.epsilon > 0);
+        } else if (strcmp(a, "--ema-decay") == 0) {
+            bad = sr__cli_parse_f64(val, &o.optim.ema_decay) ||
+                  !(o.optim.ema_decay >= 0 && o.optim.ema_decay < 1);
+            o.optim.ema = 1;
+        } else if (strcmp(a, "--checkpoint-every-steps") == 0) {
+            bad = sr__cli_parse_i64(val, 0, 1LL << 40, &v);
+            o.checkpoint_every = (int)v;
+        } else if (strcmp(a, "--keep-checkpoints") == 0) {
+            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            o.keep_checkpoints = (int)v;
+        } else if (strcmp(a, "--resume-from-step") == 0) {
+            bad = sr__cli_parse_i64(val, 0, INT64_MAX, &v);
+            o.resume_from_step = v;
+        } else if (strcmp(a, "--sync") == 0) {
+            bad = strcmp(val, "full") != 0 && strcmp(val, "normal") != 0;
+            o.sync_normal = strcmp(val, "normal") == 0;
+        } else if (strcmp(a, "--sparse-mean") == 0) {
+            bad = strcmp(val, "per-row") != 0 && strcmp(val, "per-replica") != 0;
+            o.optim.sparse_mean = strcmp(val, "per-replica") == 0 ? SR_SPARSE_MEAN_PER_REPLICA
+                                                                  : SR_SPARSE_MEAN_PER_ROW;
+        } else if (strcmp(a, "--nonfinite") == 0) {
+            bad = strcmp(val, "reject") != 0 && strcmp(val, "allow") != 0;
+            o.nonfinite_allow = strcmp(val, "allow") == 0;
+        } else if (strcmp(a, "--grace-ms") == 0) {
+            bad = sr__cli_parse_i64(val, 0, 3600000, &v);
+            o.grace_ms = (int)v;
+        } else if (strcmp(a, "--log-level") == 0) {
+            int lvl;
+            bad = sr_log_parse_level(val, &lvl) != SR_OK;
+            if (!bad) {
+                sr_log_set_level(lvl);
+            }
+        } else {
+            return sr__cli_usage_error("coordinator", "unknown option '%s'", a);
+        }
+        if (bad) {
+            return sr__cli_usage_error("coordinator", "bad value '%s' for %s", val, a);
+        }
+    }
+    if (o.store_path == NULL) {
+        return sr__cli_usage_error("coordinator", "--store is required");
+    }
+    if (o.R < 1) {
+        return sr__cli_usage_error("coordinator", "--replicas-to-aggregate is required");
+    }
+    if (!have_lr) {
+        return sr__cli_usage_error("coordinator", "--learning-rate is required");
+    }
+    if (o.N < 0) {
+        o.N = o.R;
+    }
+    int k = o.init_tokens >= 0 ? o.init_tokens : o.R;
+    if (k < o.R - o.N) {
+        return sr__cli_usage_error("coordinator",
+                                   "--init-tokens %d is too few to finish the first step "
+                                   "(need at least R - N = %d)",
+                                   k, o.R - o.N);
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    sr_err rc = sr_coord_run(&o, &stop_flag);
+    if (rc != SR_OK) {
+        fprintf(stderr, "syncrep coordinator: %s: %s\n", sr_strerror(rc), sr_errdetail());
+        return 1;
+    }
+    return 0;
+}

@@ -1,1 +1,155 @@
-/* placeholder: being written this session */
+/* `syncrep status --connect ENDPOINT [--json]`: ask a running coordinator. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "cli/cli.h"
+#include "core/error.h"
+#include "wire/wire.h"
+
+static const char usage_text[] =
+    "usage: syncrep status [--connect ENDPOINT] [--json] [--timeout-ms MS]\n"
+    "\n"
+    "Asks the coordinator at ENDPOINT (default tcp://127.0.0.1:7070) for its\n"
+    "incarnation, global step, R and N, the accumulators' fill for the current step,\n"
+    "the workers with their local steps, last seen and push counts, and steps/s.\n";
+
+/* Pull a number or string value out of flat JSON text for the summary. */
+static const char *
+field(const char *json, const char *key, char *buf, size_t len)
+{
+    char        pat[64];
+    const char *p;
+    size_t      n = 0;
+
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    if ((p = strstr(json, pat)) == NULL) {
+        return "?";
+    }
+    p += strlen(pat);
+    if (*p == '"') {
+        p++;
+    }
+    while (p[n] && p[n] != ',' && p[n] != '}' && p[n] != '"' && n + 1 < len) {
+        n++;
+    }
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void
+print_human(const char *json)
+{
+    char        a[64], b[64], c2[64], d[64], e[64];
+    const char *w;
+
+    printf("incarnation %s, global step %s (committed %s), R=%s N=%s\n",
+           field(json, "incarnation", a, sizeof(a)), field(json, "global_step", b, sizeof(b)),
+           field(json, "committed_step", c2, sizeof(c2)),
+           field(json, "replicas_to_aggregate", d, sizeof(d)),
+           field(json, "total_replicas", e, sizeof(e)));
+    printf("model ready %s, optimizer %s, %s steps/s, %s tokens queued\n",
+           field(json, "model_ready", a, sizeof(a)), field(json, "optimizer", b, sizeof(b)),
+           field(json, "steps_per_s", c2, sizeof(c2)),
+           field(json, "tokens_available", d, sizeof(d)));
+    printf("%-6s %-12s %-10s %-10s %-10s %-10s %s\n", "task", "local_step", "seen_s_ago",
+           "accepted", "stale", "duplicate", "state");
+    w = strstr(json, "\"workers\":[");
+    while (w != NULL && (w = strstr(w, "{\"task_index\":")) != NULL) {
+        char st[32], t[32];
+        printf("%-6s %-12s %-10s %-10s %-10s %-10s %s\n", field(w, "task_index", t, sizeof(t)),
+               field(w, "local_step", a, sizeof(a)), field(w, "seconds_since_seen", b, sizeof(b)),
+               field(w, "accepted", c2, sizeof(c2)), field(w, "stale", d, sizeof(d)),
+               field(w, "duplicate", e, sizeof(e)),
+               strcmp(field(w, "connected", st, sizeof(st)), "true") == 0 ? "connected" : "gone");
+        w++;
+    }
+}
+
+int
+sr__cli_status(int argc, char **argv)
+{
+    const char    *endpoint = "tcp://127.0.0.1:7070";
+    int            json = 0, zero = 0, rc = 1;
+    long long      timeout_ms = 5000;
+    sr_wire_header h;
+    uint8_t        hb[SR_WIRE_HEADER_BYTES];
+    void          *ctx = NULL, *sock = NULL;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--connect") == 0 && i + 1 < argc) {
+            endpoint = argv[++i];
+        } else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
+            if (sr__cli_parse_i64(argv[++i], 1, 3600000, &timeout_ms) != 0) {
+                return sr__cli_usage_error("status", "bad --timeout-ms '%s'", argv[i]);
+            }
+        } else {
+            return sr__cli_usage_error("status", "unknown or incomplete option '%s'", argv[i]);
+        }
+    }
+    ctx = zmq_ctx_new();
+    sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    if (sock == NULL) {
+        fprintf(stderr, "syncrep status: zmq: %s\n", zmq_strerror(errno));
+        goto out;
+    }
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
+    if (zmq_connect(sock, endpoint) != 0) {
+        fprintf(stderr, "syncrep status: connect %s: %s\n", endpoint, zmq_strerror(errno));
+        rc = 2;
+        goto out;
+    }
+    memset(&h, 0, sizeof(h));
+    h.type = SR_MSG_STATUS;
+    h.request_id = 1;
+    h.task_index = -1;
+    sr_wire_header_encode(&h, hb);
+    zmq_send(sock, hb, sizeof(hb), 0);
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, (long)timeout_ms) <= 0) {
+        fprintf(stderr, "syncrep status: no answer from %s within %lld ms\n", endpoint,
+                timeout_ms);
+        goto out;
+    }
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    zmq_msg_recv(&m, sock, 0);
+    int ok = sr_wire_header_decode(zmq_msg_data(&m), zmq_msg_size(&m), &h) == SR_OK &&
+             zmq_msg_more(&m);
+    zmq_msg_close(&m);
+    zmq_msg_init(&m);
+    if (!ok || zmq_msg_recv(&m, sock, 0) < 0) {
+        fprintf(stderr, "syncrep status: malformed reply from %s\n", endpoint);
+        zmq_msg_close(&m);
+        goto out;
+    }
+    if (h.status != SR_OK) {
+        fprintf(stderr, "syncrep status: %s: %.*s\n", sr_strerror(h.status),
+                (int)zmq_msg_size(&m), (const char *)zmq_msg_data(&m));
+    } else if (json) {
+        printf("%.*s\n", (int)zmq_msg_size(&m), (const char *)zmq_msg_data(&m));
+        rc = 0;
+    } else {
+        char text[65536];
+        snprintf(text, sizeof(text), "%.*s", (int)zmq_msg_size(&m),
+                 (const char *)zmq_msg_data(&m));
+        print_human(text);
+        rc = 0;
+    }
+    zmq_msg_close(&m);
+out:
+    if (sock != NULL) {
+        zmq_close(sock);
+    }
+    if (ctx != NULL) {
+        zmq_ctx_term(ctx);
+    }
+    return rc;
+}

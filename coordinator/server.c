@@ -1,1 +1,1494 @@
-/* placeholder: being written this session */
+/*
+ * The coordinator's server loop: one thread, one ROUTER socket.
+ *
+ * Lifecycle (one coordinator process = one incarnation):
+ *
+ *   START --load store--> WAIT_MODEL --chief READY--> SERVING --stop flag--> DRAINING --> exit
+ *                 \______________ store already ready _____^
+ *
+ *  transition            function
+ *  START -> *            coord_start (open store, new incarnation, rewind, load)
+ *  WAIT_MODEL -> SERVING model_ready_now (init tokens, accumulators at the global step)
+ *  SERVING: a step       maybe_apply_step -> commit_step (policy) -> release_tokens
+ *  * -> DRAINING         the stop flag; ends when no step is in progress or after grace_ms
+ *
+ * Invariants: SERVING: every trainable variable has an accumulator; those
+ * not TAKEN accept exactly local_step == global_step; the tokens of step g
+ * are released only after step g is committed (when the policy commits it).
+ * A message never crashes the loop: every decode and check happens before
+ * any state changes, and failures are answered with an error reply.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "coordinator/coordinator.h"
+#include "core/clock.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "store/store.h"
+#include "wire/wire.h"
+
+#define MAX_PARTS 8            /* routing id + header + at most 3 body frames, with room */
+#define PARKED_EXPIRE_MS 3500  /* clients re-send TOKEN every second while they wait */
+
+typedef struct cvar {
+    sr_store_var meta;
+    void        *value;
+    void        *s1, *s2, *ema;  /* optimizer slots and EMA shadow (NULL if unused) */
+    sr_accum     acc;            /* trainable only */
+    int          has_acc;
+    uint8_t     *dirty;          /* per chunk, changed since the last commit */
+    size_t       nchunks;
+    uint64_t     chunk_elems;
+    int          dirty_any;
+} cvar;
+
+typedef struct client {
+    uint64_t client_id;
+    int32_t  task;
+    uint8_t  rid[256];           /* current ZeroMQ routing id */
+    size_t   rid_len;
+    uint64_t last_seq;           /* highest push seq processed */
+    uint64_t last_req;           /* highest non-PING request id seen */
+    uint64_t token_req;          /* last answered TOKEN request id, and its value */
+    int64_t  token_val;
+    int      parked;
+    uint64_t parked_req;
+    uint64_t parked_order;       /* FIFO among parked clients */
+    int64_t  last_seen_ms;       /* monotonic */
+    int      gone;
+    uint64_t accepted, stale, duplicate, errors;
+} client;
+
+typedef struct worker {
+    int32_t task;
+    int64_t local_step;
+    int64_t last_seen_wall_ms;
+} worker;
+
+typedef struct coord {
+    const sr_coord_opts *o;
+    sr_store            *st;
+    void                *ctx, *sock;
+    uint64_t             incarnation;
+    int64_t              global_step;
+    int64_t              committed_step;
+    int                  model_ready;
+    cvar                *vars;
+    size_t               nvars, cap_vars;
+    size_t               ntrainable, ntaken;
+    client              *clients;
+    size_t               nclients, cap_clients;
+    uint64_t             park_counter;
+    worker              *workers;
+    size_t               nworkers, cap_workers;
+    sr_tokens            tokens;
+    sr_store_contrib    *log;    /* step log rows not committed yet */
+    size_t               nlog, cap_log;
+    int                  commit_pending;   /* tokens wait for a commit that failed */
+    int64_t              commit_retry_ms;
+    int64_t              pending_release;  /* tokens to release once committed */
+    int64_t              last_rate_ms, last_rate_step;
+    uint64_t             malformed;
+    int64_t              last_malformed_log_ms;
+    double               steps_per_s;
+} coord;
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static void *
+grow_array(void *p, size_t *cap, size_t need, size_t elem)
+{
+    size_t nc = *cap ? *cap : 8;
+    void  *q;
+    if (need <= *cap) {
+        return p;
+    }
+    while (nc < need) {
+        nc *= 2;
+    }
+    if ((q = realloc(p, nc * elem)) == NULL) {
+        return NULL;
+    }
+    *cap = nc;
+    return q;
+}
+
+static cvar *
+find_var(coord *c, const char *name)
+{
+    /* Linear: models have tens to hundreds of variables, and the comparison
+     * stops at the first differing byte. */
+    for (size_t i = 0; i < c->nvars; i++) {
+        if (strcmp(c->vars[i].meta.name, name) == 0) {
+            return &c->vars[i];
+        }
+    }
+    return NULL;
+}
+
+static client *
+find_client(coord *c, uint64_t id)
+{
+    for (size_t i = 0; i < c->nclients; i++) {
+        if (c->clients[i].client_id == id) {
+            return &c->clients[i];
+        }
+    }
+    return NULL;
+}
+
+static worker *
+get_worker(coord *c, int32_t task)
+{
+    for (size_t i = 0; i < c->nworkers; i++) {
+        if (c->workers[i].task == task) {
+            return &c->workers[i];
+        }
+    }
+    worker *w = grow_array(c->workers, &c->cap_workers, c->nworkers + 1, sizeof(*w));
+    if (w == NULL) {
+        return NULL;
+    }
+    c->workers = w;
+    w = &c->workers[c->nworkers++];
+    memset(w, 0, sizeof(*w));
+    w->task = task;
+    return w;
+}
+
+static void
+touch_worker(coord *c, int32_t task, int64_t local_step)
+{
+    worker *w = get_worker(c, task);
+    if (w != NULL) {
+        if (local_step >= 0) {
+            w->local_step = local_step;
+        }
+        w->last_seen_wall_ms = sr_clock_wall_ms();
+    }
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+typedef struct {
+    const void *data;
+    size_t      len;
+} frame;
+
+/* Send a reply to `cl_rid`; frames are copied.  Returns 0, or -1 when the
+ * peer is gone or its queue is full (the caller decides what that loses). */
+static int
+send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req, int status,
+           int64_t local_step, const frame *frames, int nframes)
+{
+    sr_wire_header h = *req;
+    uint8_t        hb[SR_WIRE_HEADER_BYTES];
+
+    h.type = (uint8_t)(req->type | SR_WIRE_REPLY);
+    h.flags = 0;
+    h.incarnation = c->incarnation;
+    h.status = status;
+    h.local_step = local_step;
+    sr_wire_header_encode(&h, hb);
+    if (zmq_send(c->sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        return -1;
+    }
+    if (zmq_send(c->sock, hb, sizeof(hb), (nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+        return -1;
+    }
+    for (int i = 0; i < nframes; i++) {
+        if (zmq_send(c->sock, frames[i].data, frames[i].len,
+                     (i + 1 < nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+send_error(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req, sr_err e,
+           const char *detail)
+{
+    frame f = {detail, strlen(detail)};
+    send_reply(c, rid, rid_len, req, e, c->global_step, &f, 1);
+}
+
+/* ---- loading and declaring ---------------------------------------------- */
+
+static sr_err
+alloc_slots(coord *c, cvar *v)
+{
+    size_t bytes = (size_t)v->meta.nbytes ? (size_t)v->meta.nbytes : 1;
+
+    if (!v->meta.trainable) {
+        return SR_OK;
+    }
+    if (c->o->optim.kind != SR_OPT_SGD && (v->s1 = calloc(1, bytes)) == NULL) {
+        return sr_fail(SR_ENOMEM, "variable %s: slot of %zu bytes", v->meta.name, bytes);
+    }
+    if (c->o->optim.kind == SR_OPT_ADAM && (v->s2 = calloc(1, bytes)) == NULL) {
+        return sr_fail(SR_ENOMEM, "variable %s: slot of %zu bytes", v->meta.name, bytes);
+    }
+    if (c->o->optim.ema) {
+        if ((v->ema = malloc(bytes)) == NULL) {
+            return sr_fail(SR_ENOMEM, "variable %s: EMA of %zu bytes", v->meta.name, bytes);
+        }
+        memcpy(v->ema, v->value, (size_t)v->meta.nbytes);
+    }
+    return SR_OK;
+}
+
+/* Read a slot as of the latest commit; a slot that was never stored (new
+ * optimizer, new variable) keeps its initial value. */
+static sr_err
+load_slot(coord *c, cvar *v, const char *name, void *dst)
+{
+    sr_err rc;
+    if (dst == NULL) {
+        return SR_OK;
+    }
+    rc = sr_store_read_tensor(c->st, v->meta.id, name, -1, dst, (size_t)v->meta.nbytes);
+    if (rc == SR_ENOENT) {
+        SR_LOG(SR_LOG_INFO, "COORD-SLOT-NEW", "variable=%s slot=%s initialised", v->meta.name,
+               name);
+        return SR_OK;
+    }
+    return rc;
+}
+
+static sr_err
+chunk_layout(coord *c, cvar *v)
+{
+    uint64_t cb;
+    sr_err   rc;
+    size_t   es = sr_dtype_size(v->meta.dtype);
+
+    if ((rc = sr_store_nchunks(c->st, v->meta.id, &v->nchunks)) != SR_OK ||
+        (rc = sr_store_chunk_bytes(c->st, v->meta.id, &cb)) != SR_OK) {
+        return rc;
+    }
+    v->chunk_elems = es ? cb / es : 0;
+    if ((v->dirty = calloc(v->nchunks ? v->nchunks : 1, 1)) == NULL) {
+        return sr_fail(SR_ENOMEM, "variable %s: %zu chunk flags", v->meta.name, v->nchunks);
+    }
+    return SR_OK;
+}
+
+static void
+free_var(cvar *v)
+{
+    free(v->value);
+    free(v->s1);
+    free(v->s2);
+    free(v->ema);
+    free(v->dirty);
+    if (v->has_acc) {
+        sr__accum_destroy(&v->acc);
+    }
+}
+
+/* Add a variable to the in-memory model; `value` is adopted on success. */
+static sr_err
+add_var(coord *c, const sr_store_var *meta, void *value, int load_slots)
+{
+    cvar  *v;
+    sr_err rc;
+
+    v = grow_array(c->vars, &c->cap_vars, c->nvars + 1, sizeof(*v));
+    if (v == NULL) {
+        return sr_fail(SR_ENOMEM, "variable table");
+    }
+    c->vars = v;
+    v = &c->vars[c->nvars];
+    memset(v, 0, sizeof(*v));
+    v->meta = *meta;
+    v->value = value;
+    if ((rc = chunk_layout(c, v)) != SR_OK || (rc = alloc_slots(c, v)) != SR_OK) {
+        goto fail;
+    }
+    if (load_slots && v->meta.trainable) {
+        const char *mom = c->o->optim.kind == SR_OPT_MOMENTUM ? "momentum" : "adam_m";
+        if ((rc = load_slot(c, v, mom, v->s1)) != SR_OK ||
+            (rc = load_slot(c, v, "adam_v", v->s2)) != SR_OK ||
+            (rc = load_slot(c, v, "ema", v->ema)) != SR_OK) {
+            goto fail;
+        }
+    }
+    if (v->meta.trainable) {
+        uint64_t elems = v->meta.nbytes / sr_dtype_size(v->meta.dtype);
+        uint64_t rows = v->meta.ndim > 0 ? (uint64_t)v->meta.shape[0] : 1;
+        if (rows == 0) {
+            rows = 1; /* an empty variable: no rows to push to, dense pushes of 0 bytes */
+        }
+        if ((rc = sr__accum_init(&v->acc, v->meta.dtype, elems, rows, c->o->R,
+                                 c->global_step)) != SR_OK) {
+            goto fail;
+        }
+        v->has_acc = 1;
+        c->ntrainable++;
+    }
+    c->nvars++;
+    return SR_OK;
+fail:
+    v->value = NULL; /* still the caller's */
+    free_var(v);
+    return rc;
+}
+
+static sr_err
+load_model(coord *c)
+{
+    sr_store_var *metas = NULL;
+    size_t        n = 0;
+    sr_err        rc;
+
+    if ((rc = sr_store_list_vars(c->st, &metas, &n)) != SR_OK) {
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        void *value = malloc(metas[i].nbytes ? (size_t)metas[i].nbytes : 1);
+        if (value == NULL) {
+            rc = sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes", metas[i].name,
+                         metas[i].nbytes);
+            break;
+        }
+        rc = sr_store_read_tensor(c->st, metas[i].id, "", -1, value, (size_t)metas[i].nbytes);
+        if (rc == SR_OK) {
+            rc = add_var(c, &metas[i], value, 1);
+        }
+        if (rc != SR_OK) {
+            free(value);
+            break;
+        }
+    }
+    free(metas);
+    return rc;
+}
+
+static void
+model_ready_now(coord *c)
+{
+    int k = c->o->init_tokens >= 0 ? c->o->init_tokens : c->o->R;
+
+    c->model_ready = 1;
+    if (sr__tokens_put(&c->tokens, c->global_step, (size_t)k) != SR_OK) {
+        SR_LOG(SR_LOG_ERR, "COORD-TOKENS", "cannot queue %d init tokens: %s", k, sr_errdetail());
+    }
+    SR_LOG(SR_LOG_NOTICE, "COORD-READY",
+           "model ready variables=%zu trainable=%zu global_step=%" PRId64 " init_tokens=%d",
+           c->nvars, c->ntrainable, c->global_step, k);
+}
+
+/* ---- step apply, commit and tokens -------------------------------------- */
+
+static sr_err
+log_contribs(coord *c, const cvar *v, int64_t step)
+{
+    sr_store_contrib *l;
+
+    if (!c->o->step_log) {
+        return SR_OK;
+    }
+    l = grow_array(c->log, &c->cap_log, c->nlog + (size_t)v->acc.count, sizeof(*l));
+    if (l == NULL) {
+        return sr_fail(SR_ENOMEM, "step log of %zu rows", c->nlog + (size_t)v->acc.count);
+    }
+    c->log = l;
+    for (int i = 0; i < v->acc.count; i++) {
+        l = &c->log[c->nlog++];
+        l->step = step;
+        l->var_id = v->meta.id;
+        l->pos = i;
+        l->task_index = v->acc.contrib[i].task_index;
+        l->local_step = v->acc.contrib[i].local_step;
+    }
+    return SR_OK;
+}
+
+static sr_err
+commit_now(coord *c)
+{
+    sr_store_tensor *t = NULL;
+    sr_store_worker *w = NULL;
+    size_t           nt = 0;
+    sr_store_commit  cm;
+    sr_err           rc;
+
+    t = calloc(c->nvars * 4 + 1, sizeof(*t));
+    w = calloc(c->nworkers + 1, sizeof(*w));
+    if (t == NULL || w == NULL) {
+        rc = sr_fail(SR_ENOMEM, "commit arrays");
+        goto out;
+    }
+    for (size_t i = 0; i < c->nvars; i++) {
+        cvar *v = &c->vars[i];
+        if (!v->dirty_any) {
+            continue;
+        }
+        const struct {
+            const char *slot;
+            void       *data;
+            int         all;
+        } parts[4] = {
+            {"", v->value, 0},
+            {c->o->optim.kind == SR_OPT_MOMENTUM ? "momentum" : "adam_m", v->s1, 0},
+            {"adam_v", v->s2, 0},
+            {"ema", v->ema, 1},
+        };
+        for (int p = 0; p < 4; p++) {
+            if (parts[p].data == NULL) {
+                continue;
+            }
+            t[nt].var_id = v->meta.id;
+            t[nt].slot = parts[p].slot;
+            t[nt].data = parts[p].data;
+            t[nt].len_bytes = (size_t)v->meta.nbytes;
+            t[nt].dirty = parts[p].all ? NULL : v->dirty;
+            nt++;
+        }
+    }
+    for (size_t i = 0; i < c->nworkers; i++) {
+        w[i].task_index = c->workers[i].task;
+        w[i].local_step = c->workers[i].local_step;
+        w[i].last_seen_ms = c->workers[i].last_seen_wall_ms;
+        w[i].incarnation = c->incarnation;
+    }
+    memset(&cm, 0, sizeof(cm));
+    cm.global_step = c->global_step;
+    cm.tensors = t;
+    cm.ntensors = nt;
+    cm.workers = w;
+    cm.nworkers = c->nworkers;
+    cm.log = c->log;
+    cm.nlog = c->nlog;
+    rc = sr_store_commit_step(c->st, &cm);
+    if (rc == SR_OK) {
+        c->committed_step = c->global_step;
+        c->nlog = 0;
+        for (size_t i = 0; i < c->nvars; i++) {
+            if (c->vars[i].dirty_any) {
+                memset(c->vars[i].dirty, 0, c->vars[i].nchunks ? c->vars[i].nchunks : 1);
+                c->vars[i].dirty_any = 0;
+            }
+        }
+    }
+out:
+    free(t);
+    free(w);
+    return rc;
+}
+
+static void serve_parked(coord *c);
+
+static void
+release_tokens(coord *c, size_t n)
+{
+    if (sr__tokens_put(&c->tokens, c->global_step, n) != SR_OK) {
+        SR_LOG(SR_LOG_ERR, "COORD-TOKENS", "cannot queue %zu tokens: %s", n, sr_errdetail());
+        return;
+    }
+    serve_parked(c);
+}
+
+/* Commit (when the policy says so) and release the step's tokens; a failed
+ * commit keeps the tokens back and is retried from the loop. */
+static void
+commit_and_release(coord *c)
+{
+    sr_err rc = commit_now(c);
+    if (rc != SR_OK) {
+        if (!c->commit_pending) {
+            SR_LOG(SR_LOG_ERR, "COORD-COMMIT-FAIL",
+                   "step=%" PRId64 " err=%s detail=\"%s\"; tokens held, retrying", c->global_step,
+                   sr_errname(rc), sr_errdetail());
+        }
+        c->commit_pending = 1;
+        c->commit_retry_ms = sr_clock_now_ms() + 1000;
+        return;
+    }
+    if (c->commit_pending) {
+        SR_LOG(SR_LOG_NOTICE, "COORD-COMMIT-OK", "step=%" PRId64 " committed after retry",
+               c->global_step);
+    }
+    c->commit_pending = 0;
+    if (c->pending_release > 0) {
+        size_t n = (size_t)c->pending_release;
+        c->pending_release = 0;
+        release_tokens(c, n);
+    }
+}
+
+static void
+apply_step(coord *c)
+{
+    int64_t t = c->global_step + 1; /* 1-based count of applied steps */
+    size_t  ntok = (size_t)(c->o->N > c->o->R ? c->o->N : c->o->R);
+
+    for (size_t i = 0; i < c->nvars; i++) {
+        cvar *v = &c->vars[i];
+        if (!v->has_acc) {
+            continue;
+        }
+        sr__optim_apply_accum(&c->o->optim, t, &v->acc, v->value, v->s1, v->s2, v->dirty,
+                              v->chunk_elems);
+        if (v->ema != NULL) {
+            uint64_t n = v->meta.nbytes / sr_dtype_size(v->meta.dtype);
+            if (v->meta.dtype == SR_FLOAT32) {
+                sr__ema_f32(c->o->optim.ema_decay, v->ema, v->value, n);
+            } else {
+                sr__ema_f64(c->o->optim.ema_decay, v->ema, v->value, n);
+            }
+        }
+        v->dirty_any = 1;
+        if (log_contribs(c, v, c->global_step) != SR_OK) {
+            SR_LOG(SR_LOG_ERR, "COORD-STEPLOG", "%s", sr_errdetail());
+        }
+        sr__accum_reset(&v->acc);
+    }
+    c->ntaken = 0;
+    c->global_step++;
+    SR_LOG(SR_LOG_DEBUG, "COORD-APPLY", "global_step=%" PRId64, c->global_step);
+    if (c->o->checkpoint_every > 0 && c->global_step % c->o->checkpoint_every == 0) {
+        c->pending_release += (int64_t)ntok;
+        commit_and_release(c);
+    } else {
+        release_tokens(c, ntok);
+    }
+}
+
+/* ---- tokens ------------------------------------------------------------- */
+
+static int
+give_token(coord *c, client *cl, uint64_t req_id)
+{
+    sr_wire_header h;
+    int64_t        v;
+
+    if (c->commit_pending || sr__tokens_take(&c->tokens, &v) != 0) {
+        return -1;
+    }
+    memset(&h, 0, sizeof(h));
+    h.type = SR_MSG_TOKEN;
+    h.request_id = req_id;
+    h.client_id = cl->client_id;
+    h.task_index = cl->task;
+    if (send_reply(c, cl->rid, cl->rid_len, &h, SR_OK, v, NULL, 0) != 0) {
+        /* The peer is gone: the token must not vanish with it. */
+        sr__tokens_unget(&c->tokens, v);
+        cl->parked = 0;
+        return -2;
+    }
+    cl->parked = 0;
+    cl->token_req = req_id;
+    cl->token_val = v;
+    touch_worker(c, cl->task, v);
+    return 0;
+}
+
+static void
+serve_parked(coord *c)
+{
+    for (;;) {
+        client *best = NULL;
+        for (size_t i = 0; i < c->nclients; i++) {
+            client *cl = &c->clients[i];
+            if (cl->parked && (best == NULL || cl->parked_order < best->parked_order)) {
+                best = cl;
+            }
+        }
+        if (best == NULL || c->tokens.len == 0 || c->commit_pending) {
+            return;
+        }
+        give_token(c, best, best->parked_req);
+    }
+}
+
+/* ---- message handlers --------------------------------------------------- */
+
+typedef struct {
+    const uint8_t *rid;
+    size_t         rid_len;
+    sr_wire_header h;
+    zmq_msg_t     *body;   /* body frames (after the header) */
+    int            nbody;
+    client        *cl;
+} req_ctx;
+
+#define REPLY_ERR(r, code, ...)                                            \
+    do {                                                                   \
+        char msg_[1024];                                                    \
+        snprintf(msg_, sizeof(msg_), __VA_ARGS__);                         \
+        send_error(c, (r)->rid, (r)->rid_len, &(r)->h, (code), msg_);      \
+    } while (0)
+
+static void
+handle_hello(coord *c, req_ctx *r)
+{
+    sr_wire_hello_rep rep = {c->global_step, (uint8_t)c->model_ready, c->o->R, c->o->N, 0};
+    uint8_t           buf[SR_WIRE_BODY_MAX];
+    size_t            n = sr_wire_hello_rep_encode(&rep, buf, sizeof(buf));
+    frame             f = {buf, n};
+
+    touch_worker(c, r->h.task_index, c->model_ready ? c->global_step : -1);
+    send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
+}
+
+static int
+shape_equal(const sr_store_var *m, const sr_wire_vardesc *d)
+{
+    if (m->dtype != d->dtype || m->ndim != d->ndim) {
+        return 0;
+    }
+    for (int i = 0; i < m->ndim; i++) {
+        if (m->shape[i] != d->shape[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void
+describe(int dtype, int ndim, const int64_t *shape, char *buf, size_t len)
+{
+    char s[160];
+    sr_shape_format(ndim, shape, s, sizeof(s));
+    snprintf(buf, len, "%s%s", sr_dtype_name(dtype), s);
+}
+
+static void
+handle_declare(coord *c, req_ctx *r)
+{
+    sr_wire_vardesc d;
+    sr_store_var    meta;
+    uint64_t        nbytes;
+    cvar           *v;
+    int             trainable;
+    const void     *init = NULL;
+    char            have[200], want[200];
+
+    if (r->nbody < 1 || r->nbody > 2 ||
+        sr_wire_vardesc_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &d) !=
+            SR_OK) {
+        REPLY_ERR(r, SR_EPROTO, "DECLARE: %s", r->nbody < 1 ? "no descriptor" : sr_errdetail());
+        return;
+    }
+    if (sr_shape_bytes(d.dtype, d.ndim, d.shape, &nbytes) != SR_OK) {
+        REPLY_ERR(r, SR_EINVAL, "DECLARE %s: %s", d.name, sr_errdetail());
+        return;
+    }
+    trainable = sr_dtype_is_float(d.dtype) && !(d.flags & 0x1);
+    describe(d.dtype, d.ndim, d.shape, want, sizeof(want));
+    if ((v = find_var(c, d.name)) != NULL) {
+        describe(v->meta.dtype, v->meta.ndim, v->meta.shape, have, sizeof(have));
+        if (!shape_equal(&v->meta, &d)) {
+            REPLY_ERR(r, SR_EEXIST, "variable %s exists as %s, declared as %s", d.name, have,
+                      want);
+            return;
+        }
+        if (v->meta.trainable != trainable) {
+            REPLY_ERR(r, SR_EEXIST, "variable %s exists %s, declared %s", d.name,
+                      v->meta.trainable ? "trainable" : "not trainable",
+                      trainable ? "trainable" : "not trainable");
+            return;
+        }
+        send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
+        return;
+    }
+    if (r->h.task_index != 0 || (d.flags & 0x2)) {
+        REPLY_ERR(r, c->model_ready || (d.flags & 0x2) ? SR_ENOENT : SR_ENOTREADY,
+                  "variable %s: not declared by the chief%s", d.name,
+                  c->model_ready ? "" : " (model not ready yet)");
+        return;
+    }
+    if (r->nbody == 2) {
+        if (zmq_msg_size(&r->body[1]) != nbytes) {
+            REPLY_ERR(r, SR_EINVAL, "variable %s %s: initial value is %zu bytes, expected %" PRIu64,
+                      d.name, want, zmq_msg_size(&r->body[1]), nbytes);
+            return;
+        }
+        init = zmq_msg_data(&r->body[1]);
+    }
+    void *value = calloc(1, nbytes ? (size_t)nbytes : 1);
+    if (value == NULL) {
+        REPLY_ERR(r, SR_ENOMEM, "variable %s: %" PRIu64 " bytes", d.name, nbytes);
+        return;
+    }
+    if (init != NULL) {
+        memcpy(value, init, (size_t)nbytes);
+    }
+    sr_err rc = sr_store_declare(c->st, d.name, d.dtype, d.ndim, d.shape, trainable, value,
+                                 (size_t)nbytes, &meta.id, NULL);
+    if (rc == SR_OK) {
+        memset(&meta, 0, sizeof(meta));
+        sr_store_var *all = NULL;
+        size_t        n = 0;
+        rc = sr_store_list_vars(c->st, &all, &n);
+        for (size_t i = 0; rc == SR_OK && i < n; i++) {
+            if (strcmp(all[i].name, d.name) == 0) {
+                meta = all[i];
+            }
+        }
+        free(all);
+    }
+    if (rc == SR_OK) {
+        rc = add_var(c, &meta, value, 0);
+    }
+    if (rc != SR_OK) {
+        free(value);
+        REPLY_ERR(r, rc, "declare %s: %s", d.name, sr_errdetail());
+        return;
+    }
+    SR_LOG(SR_LOG_NOTICE, "COORD-DECLARE", "variable=%s type=%s bytes=%" PRIu64
+           " trainable=%d global_step=%" PRId64 "%s", d.name, want, nbytes, trainable,
+           c->global_step, c->model_ready ? " (added to a ready model)" : "");
+    send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
+}
+
+static void
+handle_ready(coord *c, req_ctx *r)
+{
+    sr_wire_ready_req q;
+    uint8_t           buf[SR_WIRE_BODY_MAX];
+
+    if (r->nbody != 1 ||
+        sr_wire_ready_req_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &q) !=
+            SR_OK) {
+        REPLY_ERR(r, SR_EPROTO, "READY: bad body");
+        return;
+    }
+    if (q.mark && r->h.task_index != 0) {
+        REPLY_ERR(r, SR_EINVAL, "READY: only the chief (task 0) marks the model ready");
+        return;
+    }
+    if (q.mark && !c->model_ready) {
+        sr_err rc = sr_store_set_ready(c->st);
+        if (rc != SR_OK) {
+            REPLY_ERR(r, rc, "mark ready: %s", sr_errdetail());
+            return;
+        }
+        model_ready_now(c);
+    }
+    if (c->model_ready) {
+        touch_worker(c, r->h.task_index, c->global_step);
+    }
+    sr_wire_ping_rep rep = {(uint8_t)c->model_ready, c->global_step};
+    frame            f = {buf, sr_wire_ping_rep_encode(&rep, buf, sizeof(buf))};
+    send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
+}
+
+static void
+handle_pull(coord *c, req_ctx *r)
+{
+    sr_wire_name    nm;
+    sr_wire_vardesc d;
+    cvar           *v;
+    uint8_t         buf[SR_WIRE_BODY_MAX];
+
+    if (r->nbody != 1 ||
+        sr_wire_name_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &nm) != SR_OK) {
+        REPLY_ERR(r, SR_EPROTO, "PULL: bad name frame");
+        return;
+    }
+    if (!c->model_ready) {
+        REPLY_ERR(r, SR_ENOTREADY, "pull %s: model not ready", nm.name);
+        return;
+    }
+    if ((v = find_var(c, nm.name)) == NULL) {
+        REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", nm.name);
+        return;
+    }
+    memset(&d, 0, sizeof(d));
+    memcpy(d.name, v->meta.name, sizeof(d.name));
+    d.dtype = (uint8_t)v->meta.dtype;
+    d.flags = v->meta.trainable ? 0 : 0x1;
+    d.ndim = (uint8_t)v->meta.ndim;
+    memcpy(d.shape, v->meta.shape, sizeof(d.shape));
+    frame f[2] = {{buf, sr_wire_vardesc_encode(&d, buf, sizeof(buf))},
+                  {v->value, (size_t)v->meta.nbytes}};
+    send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, f, 2);
+}
+
+static void
+push_reply(coord *c, req_ctx *r, int outcome)
+{
+    sr_wire_push_rep rep = {(uint8_t)outcome};
+    uint8_t          buf[8];
+    frame            f = {buf, sr_wire_push_rep_encode(&rep, buf, sizeof(buf))};
+
+    if (outcome == SR_PUSH_ACCEPTED) {
+        r->cl->accepted++;
+    } else if (outcome == SR_PUSH_STALE) {
+        r->cl->stale++;
+    } else {
+        r->cl->duplicate++;
+    }
+    send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
+}
+
+/* Checks shared by dense and sparse pushes; NULL after an error reply. */
+static cvar *
+push_target(coord *c, req_ctx *r, const sr_wire_pushdesc *p)
+{
+    cvar *v;
+
+    if (!c->model_ready) {
+        REPLY_ERR(r, SR_ENOTREADY, "push %s: model not ready", p->name);
+        return NULL;
+    }
+    if ((v = find_var(c, p->name)) == NULL) {
+        REPLY_ERR(r, SR_ENOENT, "push: no variable '%s'", p->name);
+        return NULL;
+    }
+    if (!v->has_acc) {
+        REPLY_ERR(r, SR_EINVAL, "push %s: variable is %s and not trainable", p->name,
+                  sr_dtype_name(v->meta.dtype));
+        return NULL;
+    }
+    if (p->dtype != v->meta.dtype) {
+        REPLY_ERR(r, SR_EINVAL, "push %s: gradient is %s, variable is %s", p->name,
+                  sr_dtype_name(p->dtype), sr_dtype_name(v->meta.dtype));
+        return NULL;
+    }
+    return v;
+}
+
+static void
+after_accept(coord *c, cvar *v)
+{
+    if (v->acc.taken) {
+        c->ntaken++;
+        if (c->ntaken == c->ntrainable) {
+            apply_step(c);
+        }
+    }
+}
+
+static int
+check_dup(coord *c, req_ctx *r)
+{
+    if (r->h.seq != 0 && r->h.seq <= r->cl->last_seq) {
+        push_reply(c, r, SR_PUSH_DUPLICATE);
+        return 1;
+    }
+    return 0;
+}
+
+static void
+handle_push(coord *c, req_ctx *r)
+{
+    sr_wire_pushdesc p;
+    sr_accum_outcome out;
+    cvar            *v;
+    sr_err           rc;
+
+    if (r->nbody != 2 ||
+        sr_wire_pushdesc_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &p) !=
+            SR_OK) {
+        REPLY_ERR(r, SR_EPROTO, "PUSH: bad frames");
+        return;
+    }
+    if (check_dup(c, r) || (v = push_target(c, r, &p)) == NULL) {
+        return;
+    }
+    if (p.count != v->meta.nbytes || zmq_msg_size(&r->body[1]) != v->meta.nbytes) {
+        REPLY_ERR(r, SR_EINVAL, "push %s: gradient is %zu bytes, variable is %" PRIu64,
+                  p.name, zmq_msg_size(&r->body[1]), v->meta.nbytes);
+        return;
+    }
+    if (!c->o->nonfinite_allow &&
+        sr__nonfinite(v->meta.dtype, zmq_msg_data(&r->body[1]), v->acc.elems)) {
+        r->cl->errors++;
+        REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", p.name);
+        return;
+    }
+    rc = sr__accum_push_dense(&v->acc, zmq_msg_data(&r->body[1]), r->h.local_step,
+                              r->h.task_index, &out);
+    if (rc != SR_OK) {
+        REPLY_ERR(r, rc, "push %s: %s", p.name, sr_errdetail());
+        return;
+    }
+    r->cl->last_seq = r->h.seq;
+    push_reply(c, r, out == SR_ACC_ACCEPTED ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
+    if (out == SR_ACC_ACCEPTED) {
+        after_accept(c, v);
+    }
+}
+
+static void
+handle_push_sparse(coord *c, req_ctx *r)
+{
+    sr_wire_pushdesc p;
+    sr_accum_outcome out;
+    cvar            *v;
+    sr_err           rc;
+
+    if (r->nbody != 3 ||
+        sr_wire_pushdesc_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &p) !=
+            SR_OK) {
+        REPLY_ERR(r, SR_EPROTO, "PUSH_SPARSE: bad frames");
+        return;
+    }
+    if (check_dup(c, r) || (v = push_target(c, r, &p)) == NULL) {
+        return;
+    }
+    if (v->meta.ndim < 1) {
+        REPLY_ERR(r, SR_EINVAL, "push_sparse %s: a scalar has no rows", p.name);
+        return;
+    }
+    uint64_t row_bytes = v->acc.row_elems * sr_dtype_size(v->meta.dtype);
+    if (p.count > UINT64_MAX / 8 || zmq_msg_size(&r->body[1]) != p.count * 8 ||
+        (row_bytes && p.count > UINT64_MAX / row_bytes) ||
+        zmq_msg_size(&r->body[2]) != p.count * row_bytes) {
+        REPLY_ERR(r, SR_EINVAL,
+                  "push_sparse %s: %" PRIu64 " rows need %" PRIu64 " index bytes and %" PRIu64
+                  " row bytes, got %zu and %zu",
+                  p.name, p.count, p.count * 8, p.count * row_bytes, zmq_msg_size(&r->body[1]),
+                  zmq_msg_size(&r->body[2]));
+        return;
+    }
+    /* Indices travel little-endian; this host is little-endian (checked at
+     * build time in wire/), and ZeroMQ frames are suitably aligned for int64. */
+    const int64_t *idx = zmq_msg_data(&r->body[1]);
+    if (!c->o->nonfinite_allow &&
+        sr__nonfinite(v->meta.dtype, zmq_msg_data(&r->body[2]), p.count * v->acc.row_elems)) {
+        r->cl->errors++;
+        REPLY_ERR(r, SR_ENONFINITE, "push_sparse %s: gradient contains NaN or Inf", p.name);
+        return;
+    }
+    rc = sr__accum_push_sparse(&v->acc, idx, zmq_msg_data(&r->body[2]), p.count,
+                               r->h.local_step, r->h.task_index, &out);
+    if (rc != SR_OK) {
+        REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
+        return;
+    }
+    r->cl->last_seq = r->h.seq;
+    push_reply(c, r, out == SR_ACC_ACCEPTED ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
+    if (out == SR_ACC_ACCEPTED) {
+        after_accept(c, v);
+    }
+}
+
+static void
+handle_token(coord *c, req_ctx *r)
+{
+    client *cl = r->cl;
+
+    if (!c->model_ready) {
+        REPLY_ERR(r, SR_ENOTREADY, "token: model not ready");
+        return;
+    }
+    if (cl->token_req == r->h.request_id) {
+        /* A resend of a request already answered: answer the same token. */
+        send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, cl->token_val, NULL, 0);
+        return;
+    }
+    if (cl->parked && cl->parked_req == r->h.request_id) {
+        return; /* still waiting; last_seen was refreshed */
+    }
+    cl->parked = 1;
+    cl->parked_req = r->h.request_id;
+    cl->parked_order = ++c->park_counter;
+    serve_parked(c);
+}
+
+static void status_json(coord *c, sr_strbuf *b);
+
+static void
+handle_status(coord *c, req_ctx *r)
+{
+    sr_strbuf   b;
+    const char *text;
+
+    sr_strbuf_init(&b);
+    status_json(c, &b);
+    if (sr_strbuf_result(&b, &text) != SR_OK) {
+        REPLY_ERR(r, SR_ENOMEM, "status: out of memory");
+    } else {
+        frame f = {text, strlen(text)};
+        send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
+    }
+    sr_strbuf_free(&b);
+}
+
+static void
+handle_ping(coord *c, req_ctx *r)
+{
+    sr_wire_ping_rep rep = {(uint8_t)c->model_ready, c->global_step};
+    uint8_t          buf[32];
+    frame            f = {buf, sr_wire_ping_rep_encode(&rep, buf, sizeof(buf))};
+    send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
+}
+
+static client *
+client_for(coord *c, const sr_wire_header *h, const uint8_t *rid, size_t rid_len)
+{
+    client *cl = find_client(c, h->client_id);
+
+    if (cl == NULL) {
+        cl = grow_array(c->clients, &c->cap_clients, c->nclients + 1, sizeof(*cl));
+        if (cl == NULL) {
+            return NULL;
+        }
+        c->clients = cl;
+        cl = &c->clients[c->nclients++];
+        memset(cl, 0, sizeof(*cl));
+        cl->client_id = h->client_id;
+        cl->task = h->task_index;
+        SR_LOG(SR_LOG_NOTICE, "COORD-WORKER-JOIN", "task=%d client=%016" PRIx64, h->task_index,
+               h->client_id);
+    } else if (cl->gone) {
+        cl->gone = 0;
+        SR_LOG(SR_LOG_NOTICE, "COORD-WORKER-BACK", "task=%d client=%016" PRIx64, cl->task,
+               cl->client_id);
+    }
+    if (rid_len <= sizeof(cl->rid)) {
+        memcpy(cl->rid, rid, rid_len);
+        cl->rid_len = rid_len;
+    }
+    cl->last_seen_ms = sr_clock_now_ms();
+    return cl;
+}
+
+static void
+count_malformed(coord *c, const char *why)
+{
+    int64_t now = sr_clock_now_ms();
+    c->malformed++;
+    if (now - c->last_malformed_log_ms >= 5000) {
+        c->last_malformed_log_ms = now;
+        SR_LOG(SR_LOG_WARN, "COORD-MALFORMED", "count=%" PRIu64 " last=\"%s\"", c->malformed,
+               why);
+    }
+}
+
+static void
+dispatch(coord *c, zmq_msg_t *parts, int nparts)
+{
+    req_ctx r;
+    int     type;
+
+    memset(&r, 0, sizeof(r));
+    if (nparts < 2 || zmq_msg_size(&parts[0]) == 0) {
+        count_malformed(c, "fewer than two frames");
+        return;
+    }
+    r.rid = zmq_msg_data(&parts[0]);
+    r.rid_len = zmq_msg_size(&parts[0]);
+    if (sr_wire_header_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &r.h) != SR_OK) {
+        count_malformed(c, sr_errdetail());
+        return; /* nothing trustworthy to reply to */
+    }
+    r.body = &parts[2];
+    r.nbody = nparts - 2;
+    type = r.h.type;
+    if (type & SR_WIRE_REPLY) {
+        count_malformed(c, "a reply sent to the coordinator");
+        return;
+    }
+    if (type == SR_MSG_STATUS) {
+        handle_status(c, &r); /* operators' tools are not workers */
+        return;
+    }
+    if ((r.cl = client_for(c, &r.h, r.rid, r.rid_len)) == NULL) {
+        REPLY_ERR(&r, SR_ENOMEM, "client table full");
+        return;
+    }
+    if (type != SR_MSG_PING && type != SR_MSG_TOKEN && r.h.request_id > r.cl->last_req) {
+        r.cl->last_req = r.h.request_id;
+        r.cl->parked = 0; /* the client moved on: it no longer waits for a token */
+    }
+    if (type != SR_MSG_HELLO && type != SR_MSG_PING && type != SR_MSG_STATUS &&
+        r.h.incarnation != c->incarnation) {
+        if (type == SR_MSG_PUSH || type == SR_MSG_PUSH_SPARSE) {
+            r.cl->stale++;
+        }
+        REPLY_ERR(&r, SR_ESTALE, "request for incarnation %" PRIu64 ", coordinator is %" PRIu64,
+                  r.h.incarnation, c->incarnation);
+        return;
+    }
+    switch (type) {
+    case SR_MSG_HELLO:
+        handle_hello(c, &r);
+        break;
+    case SR_MSG_DECLARE:
+        handle_declare(c, &r);
+        break;
+    case SR_MSG_READY:
+        handle_ready(c, &r);
+        break;
+    case SR_MSG_PULL:
+        handle_pull(c, &r);
+        break;
+    case SR_MSG_PUSH:
+        handle_push(c, &r);
+        break;
+    case SR_MSG_PUSH_SPARSE:
+        handle_push_sparse(c, &r);
+        break;
+    case SR_MSG_TOKEN:
+        handle_token(c, &r);
+        break;
+    case SR_MSG_PING:
+        handle_ping(c, &r);
+        break;
+    case SR_MSG_BYE:
+        r.cl->parked = 0;
+        r.cl->gone = 1;
+        SR_LOG(SR_LOG_NOTICE, "COORD-WORKER-LEFT", "task=%d client=%016" PRIx64 " (bye)",
+               r.cl->task, r.cl->client_id);
+        send_reply(c, r.rid, r.rid_len, &r.h, SR_OK, c->global_step, NULL, 0);
+        break;
+    default:
+        count_malformed(c, "unknown type");
+        REPLY_ERR(&r, SR_EPROTO, "unknown message type %d", type);
+        break;
+    }
+}
+
+/* ---- status ------------------------------------------------------------- */
+
+static void
+status_json(coord *c, sr_strbuf *b)
+{
+    int64_t now = sr_clock_now_ms();
+
+    sr_strbuf_printf(b,
+                     "{\"incarnation\":%" PRIu64 ",\"global_step\":%" PRId64
+                     ",\"committed_step\":%" PRId64 ",\"model_ready\":%s,"
+                     "\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
+                     "\"steps_per_s\":%.3f,\"tokens_available\":%zu,\"malformed\":%" PRIu64
+                     ",\"accumulators\":[",
+                     c->incarnation, c->global_step, c->committed_step,
+                     c->model_ready ? "true" : "false", c->o->R, c->o->N,
+                     sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed);
+    int first = 1;
+    for (size_t i = 0; i < c->nvars; i++) {
+        cvar *v = &c->vars[i];
+        if (!v->has_acc) {
+            continue;
+        }
+        sr_strbuf_printf(b, "%s{\"name\":", first ? "" : ",");
+        sr_strbuf_json_str(b, v->meta.name);
+        sr_strbuf_printf(b, ",\"step\":%" PRId64 ",\"count\":%d,\"taken\":%s}", v->acc.step,
+                         v->acc.count, v->acc.taken ? "true" : "false");
+        first = 0;
+    }
+    sr_strbuf_printf(b, "],\"workers\":[");
+    for (size_t i = 0; i < c->nworkers; i++) {
+        worker  *w = &c->workers[i];
+        uint64_t acc = 0, stale = 0, dup = 0, errs = 0;
+        int64_t  seen = -1;
+        int      parked = 0, live = 0;
+        for (size_t k = 0; k < c->nclients; k++) {
+            client *cl = &c->clients[k];
+            if (cl->task != w->task) {
+                continue;
+            }
+            acc += cl->accepted;
+            stale += cl->stale;
+            dup += cl->duplicate;
+            errs += cl->errors;
+            parked |= cl->parked;
+            live |= !cl->gone;
+            if (seen < 0 || now - cl->last_seen_ms < seen) {
+                seen = now - cl->last_seen_ms;
+            }
+        }
+        sr_strbuf_printf(b,
+                         "%s{\"task_index\":%d,\"local_step\":%" PRId64 ",\"last_seen_ms\":%" PRId64
+                         ",\"seconds_since_seen\":%.3f,\"connected\":%s,\"waiting_for_token\":%s,"
+                         "\"accepted\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"duplicate\":%" PRIu64
+                         ",\"rejected\":%" PRIu64 "}",
+                         i ? "," : "", w->task, w->local_step, w->last_seen_wall_ms,
+                         seen < 0 ? -1.0 : seen / 1000.0, live ? "true" : "false",
+                         parked ? "true" : "false", acc, stale, dup, errs);
+    }
+    sr_strbuf_printf(b, "]}");
+}
+
+/* ---- the loop ----------------------------------------------------------- */
+
+static sr_err
+coord_start(coord *c)
+{
+    sr_store_opts  so;
+    sr_store_info  info;
+    sr_strbuf      cfg;
+    const char    *cfg_text;
+    sr_err         rc;
+    const sr_coord_opts *o = c->o;
+
+    memset(&so, 0, sizeof(so));
+    so.sync = o->sync_normal ? SR_STORE_SYNC_NORMAL : SR_STORE_SYNC_FULL;
+    so.create = 1;
+    so.keep_checkpoints = o->keep_checkpoints;
+    if ((rc = sr_store_open(o->store_path, &so, &c->st)) != SR_OK) {
+        return rc;
+    }
+    if (o->resume_from_step >= 0) {
+        sr_store_info before;
+        if ((rc = sr_store_get_info(c->st, &before)) != SR_OK ||
+            (rc = sr_store_rewind(c->st, o->resume_from_step)) != SR_OK) {
+            return rc;
+        }
+        SR_LOG(SR_LOG_NOTICE, "COORD-REWIND", "store=%s from_step=%" PRId64 " to_step=%" PRId64,
+               o->store_path, before.global_step, o->resume_from_step);
+    }
+    if ((rc = sr_store_new_incarnation(c->st, &c->incarnation)) != SR_OK ||
+        (rc = sr_store_get_info(c->st, &info)) != SR_OK) {
+        return rc;
+    }
+    c->global_step = info.global_step;
+    c->committed_step = info.global_step;
+    sr_strbuf_init(&cfg);
+    sr_strbuf_printf(&cfg,
+                     "{\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
+                     "\"learning_rate\":%.17g,\"checkpoint_every_steps\":%d,\"step_log\":%s}",
+                     o->R, o->N, sr__optim_name(o->optim.kind), o->optim.lr, o->checkpoint_every,
+                     o->step_log ? "true" : "false");
+    rc = sr_strbuf_result(&cfg, &cfg_text);
+    if (rc == SR_OK) {
+        rc = sr_store_set_config(c->st, cfg_text);
+    }
+    sr_strbuf_free(&cfg);
+    if (rc != SR_OK || (rc = load_model(c)) != SR_OK) {
+        return rc;
+    }
+    SR_LOG(SR_LOG_NOTICE, "COORD-START",
+           "store=%s incarnation=%" PRIu64 " restored_step=%" PRId64 " variables=%zu ready=%d "
+           "R=%d N=%d optimizer=%s",
+           o->store_path, c->incarnation, c->global_step, c->nvars, info.model_ready, o->R, o->N,
+           sr__optim_name(o->optim.kind));
+    if (info.model_ready) {
+        model_ready_now(c);
+    }
+    return SR_OK;
+}
+
+static sr_err
+open_socket(coord *c)
+{
+    int one = 1, zero = 0, hwm = 10000;
+
+    if ((c->ctx = zmq_ctx_new()) == NULL ||
+        (c->sock = zmq_socket(c->ctx, ZMQ_ROUTER)) == NULL) {
+        return sr_fail(SR_EMSG, "zmq socket: %s", zmq_strerror(errno));
+    }
+    zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+    zmq_setsockopt(c->sock, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+    if (zmq_bind(c->sock, c->o->bind) != 0) {
+        return sr_fail(SR_EMSG, "bind %s: %s", c->o->bind, zmq_strerror(errno));
+    }
+    char   ep[256];
+    size_t len = sizeof(ep);
+    if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, ep, &len) == 0) {
+        SR_LOG(SR_LOG_NOTICE, "COORD-BIND", "endpoint=%s", ep);
+    }
+    return SR_OK;
+}
+
+static void
+periodic(coord *c)
+{
+    int64_t now = sr_clock_now_ms();
+
+    if (c->commit_pending && now >= c->commit_retry_ms) {
+        commit_and_release(c);
+    }
+    for (size_t i = 0; i < c->nclients; i++) {
+        client *cl = &c->clients[i];
+        if (cl->parked && now - cl->last_seen_ms > PARKED_EXPIRE_MS) {
+            cl->parked = 0; /* stopped asking: do not hand it a token */
+        }
+        if (!cl->gone && now - cl->last_seen_ms > c->o->worker_timeout_ms) {
+            cl->gone = 1;
+            SR_LOG(SR_LOG_NOTICE, "COORD-WORKER-LEFT",
+                   "task=%d client=%016" PRIx64 " (not heard from for %d ms)", cl->task,
+                   cl->client_id, c->o->worker_timeout_ms);
+        }
+    }
+    if (now - c->last_rate_ms >= c->o->log_interval_ms) {
+        double secs = (now - c->last_rate_ms) / 1000.0;
+        c->steps_per_s = c->last_rate_ms ? (c->global_step - c->last_rate_step) / secs : 0.0;
+        if (c->last_rate_ms && c->global_step != c->last_rate_step) {
+            SR_LOG(SR_LOG_INFO, "COORD-STEP",
+                   "global_step=%" PRId64 " committed=%" PRId64 " steps_per_s=%.2f",
+                   c->global_step, c->committed_step, c->steps_per_s);
+        }
+        c->last_rate_ms = now;
+        c->last_rate_step = c->global_step;
+    }
+}
+
+static int
+step_in_progress(const coord *c)
+{
+    for (size_t i = 0; i < c->nvars; i++) {
+        if (c->vars[i].has_acc && (c->vars[i].acc.count > 0 || c->vars[i].acc.taken)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Receive one multipart message (non-blocking) and dispatch it.  Returns 1
+ * if a message was handled, 0 if none was waiting. */
+static int
+recv_one(coord *c)
+{
+    zmq_msg_t parts[MAX_PARTS];
+    int       n = 0, more = 1, overflow = 0;
+
+    while (more) {
+        zmq_msg_t *m = &parts[n < MAX_PARTS ? n : MAX_PARTS - 1];
+        if (n >= MAX_PARTS) {
+            zmq_msg_close(m); /* keep the last slot for draining */
+            overflow = 1;
+        }
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, c->sock, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close(m);
+            if (n == 0) {
+                return 0;
+            }
+            break;
+        }
+        more = zmq_msg_more(m);
+        if (n < MAX_PARTS) {
+            n++;
+        }
+    }
+    if (overflow) {
+        count_malformed(c, "too many frames");
+        /* Reply so the peer is not left waiting, if the header decodes. */
+        sr_wire_header h;
+        if (n >= 2 &&
+            sr_wire_header_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &h) == SR_OK &&
+            !(h.type & SR_WIRE_REPLY)) {
+            send_error(c, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &h, SR_EPROTO,
+                       "too many frames");
+        }
+    } else {
+        dispatch(c, parts, n);
+    }
+    for (int i = 0; i < n; i++) {
+        zmq_msg_close(&parts[i]);
+    }
+    return 1;
+}
+
+void
+sr_coord_opts_default(sr_coord_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->bind = "tcp://127.0.0.1:7070";
+    o->N = -1;
+    o->init_tokens = -1;
+    o->optim.kind = SR_OPT_SGD;
+    o->optim.momentum = 0.9;
+    o->optim.beta1 = 0.9;
+    o->optim.beta2 = 0.999;
+    o->optim.epsilon = 1e-8;
+    o->optim.ema_decay = 0.999;
+    o->checkpoint_every = 1;
+    o->keep_checkpoints = 3;
+    o->resume_from_step = -1;
+    o->grace_ms = 2000;
+    o->log_interval_ms = 5000;
+    o->worker_timeout_ms = 10000;
+}
+
+static void
+coord_free(coord *c)
+{
+    for (size_t i = 0; i < c->nvars; i++) {
+        free_var(&c->vars[i]);
+    }
+    free(c->vars);
+    free(c->clients);
+    free(c->workers);
+    free(c->log);
+    sr__tokens_destroy(&c->tokens);
+    if (c->sock != NULL) {
+        zmq_close(c->sock);
+    }
+    if (c->ctx != NULL) {
+        zmq_ctx_term(c->ctx);
+    }
+    sr_store_close(c->st);
+}
+
+sr_err
+sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
+{
+    coord   c;
+    sr_err  rc;
+    int64_t drain_deadline = 0;
+    int     draining = 0;
+
+    if (o->R < 1 || o->N < 1) {
+        return sr_fail(SR_EINVAL, "replicas-to-aggregate (%d) and total-replicas (%d) must be >= 1",
+                       o->R, o->N);
+    }
+    int k = o->init_tokens >= 0 ? o->init_tokens : o->R;
+    if (k < o->R - o->N) {
+        return sr_fail(SR_EINVAL,
+                       "--init-tokens %d is too few to finish the first step: need at least "
+                       "R - N = %d",
+                       k, o->R - o->N);
+    }
+    memset(&c, 0, sizeof(c));
+    c.o = o;
+    sr__tokens_init(&c.tokens);
+    if ((rc = coord_start(&c)) != SR_OK || (rc = open_socket(&c)) != SR_OK) {
+        SR_LOG(SR_LOG_ERR, "COORD-START-FAIL", "err=%s detail=\"%s\"", sr_errname(rc),
+               sr_errdetail());
+        coord_free(&c);
+        return rc;
+    }
+    c.last_rate_ms = sr_clock_now_ms();
+    c.last_rate_step = c.global_step;
+    for (;;) {
+        zmq_pollitem_t it = {c.sock, 0, ZMQ_POLLIN, 0};
+        int            handled = 0;
+
+        if (*stop && !draining) {
+            draining = 1;
+            drain_deadline = sr_clock_now_ms() + o->grace_ms;
+            SR_LOG(SR_LOG_NOTICE, "COORD-STOPPING",
+                   "signal received; finishing the step in progress (grace %d ms)", o->grace_ms);
+        }
+        if (draining && (!step_in_progress(&c) || sr_clock_now_ms() >= drain_deadline)) {
+            break;
+        }
+        if (zmq_poll(&it, 1, 100) < 0 && errno != EINTR) {
+            rc = sr_fail(SR_EMSG, "zmq_poll: %s", zmq_strerror(errno));
+            break;
+        }
+        /* Drain what is queued before the periodic work, in bounded batches. */
+        while (handled < 256 && recv_one(&c)) {
+            handled++;
+        }
+        periodic(&c);
+    }
+    if (rc == SR_OK && (c.global_step != c.committed_step || c.nlog > 0)) {
+        rc = commit_now(&c);
+        if (rc != SR_OK) {
+            SR_LOG(SR_LOG_ERR, "COORD-COMMIT-FAIL", "final commit of step %" PRId64 ": %s",
+                   c.global_step, sr_errdetail());
+        }
+    }
+    SR_LOG(SR_LOG_NOTICE, "COORD-SHUTDOWN",
+           "incarnation=%" PRIu64 " global_step=%" PRId64 " committed_step=%" PRId64,
+           c.incarnation, c.global_step, c.committed_step);
+    coord_free(&c);
+    return rc;
+}

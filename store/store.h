@@ -64,6 +64,9 @@ typedef struct {
     uint64_t nbytes;               /* dtype x shape */
     int     trainable;
     int64_t created_step;          /* global step when it was declared */
+    uint32_t chunk_bytes;          /* added: bytes per stored chunk (the last chunk
+                                      may be shorter); chunk i holds bytes
+                                      [i*chunk_bytes, min((i+1)*chunk_bytes, nbytes)) */
 } sr_store_var;
 
 /* One worker's record. */
@@ -151,6 +154,9 @@ sr_err sr_store_set_ready(sr_store *st);
 /* The variables, ordered by id.  *out is malloc'd (caller frees); *n set. */
 sr_err sr_store_list_vars(sr_store *st, sr_store_var **out, size_t *n);
 
+/* Added: the variable named `name` (SR_ENOENT if none). */
+sr_err sr_store_find_var(sr_store *st, const char *name, sr_store_var *out);
+
 /* Slot names stored for a variable ("" excluded).  *out is a malloc'd array
  * of malloc'd strings; free with sr_store_free_names. */
 sr_err sr_store_list_slots(sr_store *st, int64_t var_id, char ***out, size_t *n);
@@ -158,6 +164,9 @@ void sr_store_free_names(char **names, size_t n);
 
 /* Number of chunks of a variable's tensors (for sr_store_tensor.dirty). */
 sr_err sr_store_nchunks(sr_store *st, int64_t var_id, size_t *out);
+/* The chunk size in bytes of a variable's tensors (every chunk but the last
+ * is exactly this long; a multiple of the dtype size). */
+sr_err sr_store_chunk_bytes(sr_store *st, int64_t var_id, uint64_t *out);
 
 /* Read a tensor as of `step` (-1 = the latest committed state) into dst
  * (len_bytes must equal the variable's nbytes).  SR_ENOENT if the slot does

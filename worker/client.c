@@ -1,1 +1,838 @@
-/* placeholder: being written this session */
+/*
+ * libsyncrep's client: one DEALER socket to the coordinator, synchronous
+ * request/reply with resends, and transparent resynchronisation when the
+ * coordinator restarts (a reply carries a new incarnation).
+ *
+ * Client lifecycle:
+ *
+ *   open --HELLO--> CONNECTED --declare, ready--> TRAINING (pull/push/step)
+ *                        ^                              |
+ *                        +--- resync (new incarnation) -+
+ *
+ *  transition                 function
+ *  open -> CONNECTED          sr_client_open -> hello
+ *  CONNECTED -> TRAINING      sr_client_ready
+ *  any -> resync -> same      resync(): HELLO, the chief re-declares (check only
+ *                             once the model is ready) and re-marks ready,
+ *                             local step := the restored global step
+ *
+ * Exactly once: every push carries (client_id, seq); a resend reuses both,
+ * and the coordinator answers DUPLICATE for a seq it has already counted.
+ * A TOKEN request is re-sent with the same request id while waiting (the
+ * coordinator answers a re-sent, already answered id with the same token),
+ * and PINGs prove the coordinator is alive while the step waits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "core/dtype.h"
+#include "syncrep/syncrep.h"
+#include "wire/wire.h"
+
+#define DEFAULT_TIMEOUT_MS 60000
+#define MAX_REPLY_FRAMES 4
+#define RESTARTED 1               /* internal: the coordinator's incarnation changed */
+#define DECLARE_CHECK_ONLY 0x2u   /* wire flag: never create, only check */
+
+typedef struct decl {
+    char     name[SR_WIRE_MAX_NAME + 1];
+    int      dtype;
+    int      ndim;
+    int64_t  shape[SR_MAX_NDIM];
+    unsigned flags;
+    void    *init;                /* chief, until the model is ready */
+    size_t   nbytes;
+} decl;
+
+struct sr_client {
+    void           *ctx, *sock;
+    char           *endpoint;
+    int             task;
+    int             timeout_ms;
+    uint64_t        client_id;
+    uint64_t        next_req;
+    uint64_t        seq;
+    uint64_t        incarnation;
+    int64_t         local_step;
+    int64_t         global_step;
+    int             model_ready;
+    int             ready_done;     /* sr_client_ready succeeded */
+    decl           *decls;
+    size_t          ndecls, cap_decls;
+    sr_wire_header  rh;             /* the last reply */
+    zmq_msg_t       rep[MAX_REPLY_FRAMES];
+    int             nrep;
+    sr_client_stats stats;
+    char            err[1024];
+};
+
+typedef struct {
+    const void *data;
+    size_t      len;
+} frame;
+
+/* ---- errors ------------------------------------------------------------- */
+
+static int
+fail(sr_client *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int
+fail(sr_client *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+    sr_fail(code, "%s", c->err);
+    return code;
+}
+
+/* The error reply's text (frame 1), or the code's text. */
+static int
+reply_error(sr_client *c, const char *what)
+{
+    int code = c->rh.status;
+    if (c->nrep >= 1 && zmq_msg_size(&c->rep[0]) > 0) {
+        return fail(c, code, "%s: %.*s", what, (int)zmq_msg_size(&c->rep[0]),
+                    (const char *)zmq_msg_data(&c->rep[0]));
+    }
+    return fail(c, code, "%s: %s", what, sr_strerror(code));
+}
+
+/* ---- transport ---------------------------------------------------------- */
+
+static void
+drop_reply(sr_client *c)
+{
+    for (int i = 0; i < c->nrep; i++) {
+        zmq_msg_close(&c->rep[i]);
+    }
+    c->nrep = 0;
+}
+
+static int
+send_msg(sr_client *c, int type, uint64_t req_id, uint16_t flags, uint64_t incarnation,
+         int64_t local_step, uint64_t seq, const frame *f, int nf)
+{
+    sr_wire_header h;
+    uint8_t        hb[SR_WIRE_HEADER_BYTES];
+
+    memset(&h, 0, sizeof(h));
+    h.type = (uint8_t)type;
+    h.flags = flags;
+    h.request_id = req_id;
+    h.incarnation = incarnation;
+    h.client_id = c->client_id;
+    h.task_index = c->task;
+    h.local_step = local_step;
+    h.seq = seq;
+    sr_wire_header_encode(&h, hb);
+    if (zmq_send(c->sock, hb, sizeof(hb), nf ? ZMQ_SNDMORE : 0) < 0) {
+        return -1;
+    }
+    for (int i = 0; i < nf; i++) {
+        if (zmq_send(c->sock, f[i].data, f[i].len, i + 1 < nf ? ZMQ_SNDMORE : 0) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Receive one message into c->rep / c->rh.  Returns 0, or -1 if it was not a
+ * well-formed reply (discarded). */
+static int
+recv_msg(sr_client *c)
+{
+    zmq_msg_t hm;
+    int       more, ok;
+
+    drop_reply(c);
+    zmq_msg_init(&hm);
+    if (zmq_msg_recv(&hm, c->sock, 0) < 0) {
+        zmq_msg_close(&hm);
+        return -1;
+    }
+    ok = sr_wire_header_decode(zmq_msg_data(&hm), zmq_msg_size(&hm), &c->rh) == SR_OK &&
+         (c->rh.type & SR_WIRE_REPLY);
+    more = zmq_msg_more(&hm);
+    zmq_msg_close(&hm);
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, c->sock, 0) < 0) {
+            zmq_msg_close(&m);
+            return -1;
+        }
+        more = zmq_msg_more(&m);
+        if (c->nrep < MAX_REPLY_FRAMES) {
+            c->rep[c->nrep++] = m;
+        } else {
+            zmq_msg_close(&m);
+            ok = 0;
+        }
+    }
+    return ok ? 0 : -1;
+}
+
+/* Request/reply.  mode_token: the request is a TOKEN: re-send it every
+ * second with the same id and PING alongside, waiting as long as the
+ * coordinator answers pings.  Returns SR_OK (reply in c->rh / c->rep; its
+ * status may be an error), RESTARTED, or SR_ETIMEDOUT / SR_EMSG. */
+static int
+rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, int nf,
+    int mode_token)
+{
+    uint64_t req = ++c->next_req;
+    uint64_t ping_id = 0;
+    size_t   bytes = 0;
+    int64_t  now = sr_clock_now_ms();
+    int64_t  last_contact = now;
+    int64_t  interval, next_resend;
+
+    for (int i = 0; i < nf; i++) {
+        bytes += f[i].len;
+    }
+    /* Big requests are resent rarely: the coordinator may be busy with them. */
+    interval = mode_token ? 1000 : (bytes > (1u << 20) ? 5000 : 1000);
+    next_resend = now + interval;
+    if (send_msg(c, type, req, 0, c->incarnation, local_step, seq, f, nf) != 0) {
+        return fail(c, SR_EMSG, "send %s: %s", sr_wire_type_name(type), zmq_strerror(errno));
+    }
+    for (;;) {
+        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+        now = sr_clock_now_ms();
+        int64_t wait = next_resend - now;
+        int     rc = zmq_poll(&it, 1, wait > 0 ? (long)wait : 0);
+
+        if (rc < 0 && errno != EINTR) {
+            return fail(c, SR_EMSG, "poll: %s", zmq_strerror(errno));
+        }
+        if (rc > 0 && (it.revents & ZMQ_POLLIN)) {
+            if (recv_msg(c) != 0) {
+                continue;
+            }
+            last_contact = sr_clock_now_ms();
+            if (c->incarnation != 0 && c->rh.incarnation != c->incarnation) {
+                return RESTARTED;
+            }
+            if (c->rh.request_id == req) {
+                return SR_OK;
+            }
+            if (ping_id != 0 && c->rh.request_id == ping_id &&
+                (c->rh.type & ~SR_WIRE_REPLY) == SR_MSG_PING) {
+                c->global_step = c->rh.local_step;
+            }
+            continue; /* a late reply to an earlier request */
+        }
+        now = sr_clock_now_ms();
+        if (now - last_contact >= c->timeout_ms) {
+            return fail(c, SR_ETIMEDOUT, "%s: no answer from %s for %d ms",
+                        sr_wire_type_name(type), c->endpoint, c->timeout_ms);
+        }
+        if (now >= next_resend) {
+            if (send_msg(c, type, req, SR_WIRE_F_RESEND, c->incarnation, local_step, seq, f, nf) ==
+                0) {
+                if (!mode_token) {
+                    c->stats.resends++;
+                }
+            }
+            if (mode_token) {
+                ping_id = ++c->next_req;
+                send_msg(c, SR_MSG_PING, ping_id, 0, c->incarnation, 0, 0, NULL, 0);
+            } else if (interval < 16000) {
+                interval *= 2;
+            }
+            next_resend = now + interval;
+        }
+    }
+}
+
+/* ---- handshake and resync ----------------------------------------------- */
+
+static int
+hello(sr_client *c)
+{
+    sr_wire_hello_rep rep;
+    int64_t           deadline = sr_clock_now_ms() + c->timeout_ms;
+
+    for (;;) {
+        c->incarnation = 0; /* accept whatever incarnation answers */
+        int rc = rpc(c, SR_MSG_HELLO, 0, 0, NULL, 0, 0);
+        if (rc < 0) {
+            return rc;
+        }
+        if (c->rh.status != SR_OK) {
+            return reply_error(c, "hello");
+        }
+        if (c->nrep != 1 || sr_wire_hello_rep_decode(zmq_msg_data(&c->rep[0]),
+                                                     zmq_msg_size(&c->rep[0]), &rep) != SR_OK) {
+            if (sr_clock_now_ms() > deadline) {
+                return fail(c, SR_EPROTO, "hello: malformed reply");
+            }
+            continue;
+        }
+        c->incarnation = c->rh.incarnation;
+        c->global_step = rep.global_step;
+        c->model_ready = rep.model_ready;
+        return SR_OK;
+    }
+}
+
+static int declare_one(sr_client *c, const decl *d, int check_only);
+static int ready_rpc(sr_client *c, int mark);
+
+/* The coordinator restarted: handshake with the new incarnation, re-declare
+ * (the chief), re-mark ready, and take the restored global step. */
+static int
+resync(sr_client *c)
+{
+    for (int attempt = 0;; attempt++) {
+        int rc = hello(c);
+        if (rc < 0) {
+            return rc;
+        }
+        c->stats.resyncs++;
+        rc = SR_OK;
+        for (size_t i = 0; rc == SR_OK && i < c->ndecls; i++) {
+            rc = declare_one(c, &c->decls[i], c->ready_done || c->task != 0);
+        }
+        if (rc == SR_OK && c->ready_done && c->task == 0) {
+            rc = ready_rpc(c, 1);
+        }
+        if (rc == RESTARTED) {
+            continue; /* restarted again meanwhile */
+        }
+        if (rc < 0 && rc != SR_ENOTREADY) {
+            return rc;
+        }
+        c->local_step = c->global_step;
+        return SR_OK;
+    }
+}
+
+/* ---- API ---------------------------------------------------------------- */
+
+static uint64_t
+random_id(void)
+{
+    uint64_t v = 0;
+    int      fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &v, sizeof(v)) != (ssize_t)sizeof(v)) {
+            v = 0;
+        }
+        close(fd);
+    }
+    if (v == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
+    }
+    return v ? v : 1;
+}
+
+int
+sr_client_open(sr_client **out, const sr_client_options *opts)
+{
+    sr_client *c;
+    int        zero = 0, ivl = 100, ivl_max = 1000, sndtimeo = 5000;
+    int        rc;
+
+    if (out == NULL || opts == NULL || opts->endpoint == NULL || opts->task_index < 0) {
+        return sr_fail(SR_EINVAL, "sr_client_open: NULL options, endpoint or negative task");
+    }
+    if (opts->server_public_key != NULL || opts->public_key != NULL ||
+        opts->secret_key != NULL) {
+        return sr_fail(SR_ENOTSUP, "sr_client_open: CURVE keys are not supported yet");
+    }
+    if ((c = calloc(1, sizeof(*c))) == NULL) {
+        return sr_fail(SR_ENOMEM, "sr_client_open");
+    }
+    c->task = opts->task_index;
+    c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
+    c->client_id = random_id();
+    c->local_step = -1;
+    if ((c->endpoint = strdup(opts->endpoint)) == NULL) {
+        rc = sr_fail(SR_ENOMEM, "sr_client_open");
+        goto fail;
+    }
+    if ((c->ctx = zmq_ctx_new()) == NULL || (c->sock = zmq_socket(c->ctx, ZMQ_DEALER)) == NULL) {
+        rc = sr_fail(SR_EMSG, "zmq socket: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_setsockopt(c->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
+    zmq_setsockopt(c->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max));
+    zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof(sndtimeo));
+    if (zmq_connect(c->sock, c->endpoint) != 0) {
+        rc = sr_fail(SR_EINVAL, "connect %s: %s", c->endpoint, zmq_strerror(errno));
+        goto fail;
+    }
+    if ((rc = hello(c)) != SR_OK) {
+        goto fail;
+    }
+    *out = c;
+    return SR_OK;
+fail:
+    sr_fail(rc, "%s", c->err[0] ? c->err : sr_errdetail());
+    sr_client_close(c);
+    return rc;
+}
+
+void
+sr_client_close(sr_client *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    if (c->sock != NULL && c->incarnation != 0) {
+        /* Best effort: lets the coordinator forget us at once. */
+        send_msg(c, SR_MSG_BYE, ++c->next_req, 0, c->incarnation, 0, 0, NULL, 0);
+    }
+    drop_reply(c);
+    for (size_t i = 0; i < c->ndecls; i++) {
+        free(c->decls[i].init);
+    }
+    free(c->decls);
+    if (c->sock != NULL) {
+        zmq_close(c->sock);
+    }
+    if (c->ctx != NULL) {
+        zmq_ctx_term(c->ctx);
+    }
+    free(c->endpoint);
+    free(c);
+}
+
+const char *
+sr_client_error(const sr_client *c)
+{
+    return c != NULL ? c->err : "NULL client";
+}
+
+static int
+declare_one(sr_client *c, const decl *d, int check_only)
+{
+    sr_wire_vardesc vd;
+    uint8_t         buf[SR_WIRE_BODY_MAX];
+    frame           f[2];
+    int             nf = 1, rc;
+
+    memset(&vd, 0, sizeof(vd));
+    memcpy(vd.name, d->name, sizeof(vd.name));
+    vd.dtype = (uint8_t)d->dtype;
+    vd.flags = (uint8_t)(d->flags | (check_only ? DECLARE_CHECK_ONLY : 0));
+    vd.ndim = (uint8_t)d->ndim;
+    memcpy(vd.shape, d->shape, sizeof(vd.shape));
+    f[0].data = buf;
+    f[0].len = sr_wire_vardesc_encode(&vd, buf, sizeof(buf));
+    if (f[0].len == 0) {
+        return fail(c, SR_EINVAL, "declare %s: cannot encode", d->name);
+    }
+    if (!check_only && d->init != NULL) {
+        f[1].data = d->init;
+        f[1].len = d->nbytes;
+        nf = 2;
+    }
+    rc = rpc(c, SR_MSG_DECLARE, 0, 0, f, nf, 0);
+    if (rc != SR_OK) {
+        return rc;
+    }
+    if (c->rh.status != SR_OK) {
+        return reply_error(c, "declare");
+    }
+    return SR_OK;
+}
+
+int
+sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim,
+                     const int64_t *shape, const void *initial_value, unsigned flags)
+{
+    uint64_t nbytes;
+    decl    *d;
+    int      rc;
+
+    if (c == NULL || name == NULL) {
+        return sr_fail(SR_EINVAL, "sr_client_declare: NULL argument");
+    }
+    if (strlen(name) == 0 || strlen(name) > SR_WIRE_MAX_NAME) {
+        return fail(c, SR_EINVAL, "declare: name must be 1..%d bytes", SR_WIRE_MAX_NAME);
+    }
+    if (sr_shape_bytes(dtype, ndim, shape, &nbytes) != SR_OK) {
+        return fail(c, SR_EINVAL, "declare %s: %s", name, sr_errdetail());
+    }
+    for (size_t i = 0; i < c->ndecls; i++) {
+        if (strcmp(c->decls[i].name, name) == 0) {
+            return fail(c, SR_EEXIST, "declare %s: already declared by this client", name);
+        }
+    }
+    if (c->ndecls == c->cap_decls) {
+        size_t nc = c->cap_decls ? c->cap_decls * 2 : 16;
+        decl  *p = realloc(c->decls, nc * sizeof(*p));
+        if (p == NULL) {
+            return fail(c, SR_ENOMEM, "declare %s", name);
+        }
+        c->decls = p;
+        c->cap_decls = nc;
+    }
+    d = &c->decls[c->ndecls];
+    memset(d, 0, sizeof(*d));
+    snprintf(d->name, sizeof(d->name), "%s", name);
+    d->dtype = dtype;
+    d->ndim = ndim;
+    if (ndim > 0) {
+        memcpy(d->shape, shape, (size_t)ndim * sizeof(*shape));
+    }
+    d->flags = flags & SR_DECLARE_NOT_TRAINABLE;
+    d->nbytes = (size_t)nbytes;
+    if (c->task == 0 && initial_value != NULL && !c->ready_done) {
+        /* Kept until the model is ready, so a restarted coordinator that lost
+         * an undurable declaration can be told again. */
+        if ((d->init = malloc(nbytes ? (size_t)nbytes : 1)) == NULL) {
+            return fail(c, SR_ENOMEM, "declare %s: copy of %" PRIu64 " bytes", name, nbytes);
+        }
+        memcpy(d->init, initial_value, (size_t)nbytes);
+    }
+    c->ndecls++;
+    if (c->task != 0 && !c->ready_done) {
+        return SR_OK; /* checked by sr_client_ready, once the chief's exist */
+    }
+    for (;;) {
+        rc = declare_one(c, d, c->task != 0);
+        if (rc == RESTARTED) {
+            /* resync re-declares everything, this one included */
+            if ((rc = resync(c)) == SR_OK) {
+                return SR_OK;
+            }
+        }
+        break;
+    }
+    if (rc < 0) {
+        free(d->init);
+        c->ndecls--;
+        return rc;
+    }
+    if (c->ready_done) {
+        free(d->init);
+        d->init = NULL;
+    }
+    return SR_OK;
+}
+
+int
+sr_client_declare(sr_client *c, const char *name, sr_dtype dtype, int ndim,
+                  const int64_t *shape, const void *initial_value)
+{
+    return sr_client_declare_ex(c, name, dtype, ndim, shape, initial_value, 0);
+}
+
+static int
+ready_rpc(sr_client *c, int mark)
+{
+    sr_wire_ready_req q = {(uint8_t)mark};
+    sr_wire_ping_rep  rep;
+    uint8_t           buf[8];
+    frame             f = {buf, sr_wire_ready_req_encode(&q, buf, sizeof(buf))};
+    int               rc = rpc(c, SR_MSG_READY, 0, 0, &f, 1, 0);
+
+    if (rc != SR_OK) {
+        return rc;
+    }
+    if (c->rh.status != SR_OK) {
+        return reply_error(c, "ready");
+    }
+    if (c->nrep != 1 || sr_wire_ping_rep_decode(zmq_msg_data(&c->rep[0]),
+                                                zmq_msg_size(&c->rep[0]), &rep) != SR_OK) {
+        return fail(c, SR_EPROTO, "ready: malformed reply");
+    }
+    c->model_ready = rep.model_ready;
+    c->global_step = rep.global_step;
+    return SR_OK;
+}
+
+int
+sr_client_ready(sr_client *c)
+{
+    if (c == NULL) {
+        return sr_fail(SR_EINVAL, "sr_client_ready: NULL client");
+    }
+    for (;;) {
+        int rc = ready_rpc(c, c->task == 0);
+        if (rc == RESTARTED) {
+            if ((rc = resync(c)) != SR_OK) {
+                return rc;
+            }
+            continue;
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        if (c->model_ready) {
+            break;
+        }
+        /* Others wait for the chief, as long as the coordinator answers. */
+        sr_clock_sleep_ms(20);
+    }
+    /* Declarations of non-chief workers are checked now that the chief's
+     * exist. */
+    for (size_t i = 0; c->task != 0 && i < c->ndecls; i++) {
+        int rc = declare_one(c, &c->decls[i], 1);
+        if (rc == RESTARTED) {
+            return sr_client_ready(c);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    c->ready_done = 1;
+    c->local_step = c->global_step;
+    for (size_t i = 0; i < c->ndecls; i++) {
+        free(c->decls[i].init);
+        c->decls[i].init = NULL;
+    }
+    return SR_OK;
+}
+
+int
+sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes)
+{
+    uint8_t         buf[SR_WIRE_BODY_MAX];
+    sr_wire_vardesc vd;
+    frame           f;
+
+    if (c == NULL || name == NULL || (dst == NULL && dst_bytes > 0)) {
+        return sr_fail(SR_EINVAL, "sr_client_pull: NULL argument");
+    }
+    f.data = buf;
+    if ((f.len = sr_wire_name_encode(name, buf, sizeof(buf))) == 0) {
+        return fail(c, SR_EINVAL, "pull: bad variable name");
+    }
+    for (;;) {
+        int rc = rpc(c, SR_MSG_PULL, 0, 0, &f, 1, 0);
+        if (rc == RESTARTED) {
+            if ((rc = resync(c)) != SR_OK) {
+                return rc;
+            }
+            continue; /* the pull completes against the new incarnation */
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        break;
+    }
+    if (c->rh.status != SR_OK) {
+        return reply_error(c, "pull");
+    }
+    if (c->nrep != 2 || sr_wire_vardesc_decode(zmq_msg_data(&c->rep[0]),
+                                               zmq_msg_size(&c->rep[0]), &vd) != SR_OK) {
+        return fail(c, SR_EPROTO, "pull %s: malformed reply", name);
+    }
+    if (zmq_msg_size(&c->rep[1]) != dst_bytes) {
+        char s[160];
+        sr_shape_format(vd.ndim, vd.shape, s, sizeof(s));
+        return fail(c, SR_EINVAL, "pull %s: variable is %s%s = %zu bytes, buffer is %zu", name,
+                    sr_dtype_name(vd.dtype), s, zmq_msg_size(&c->rep[1]), dst_bytes);
+    }
+    if (dst_bytes > 0) {
+        memcpy(dst, zmq_msg_data(&c->rep[1]), dst_bytes);
+    }
+    c->global_step = c->rh.local_step;
+    return SR_OK;
+}
+
+/* Send a push (dense or sparse) and account for the outcome. */
+static int
+push_common(sr_client *c, int type, const char *name, const frame *f, int nf)
+{
+    uint64_t         seq = ++c->seq;
+    sr_wire_push_rep rep;
+    int              rc = rpc(c, type, c->local_step, seq, f, nf, 0);
+
+    if (rc == RESTARTED) {
+        /* Computed for the old incarnation: dropped, like any stale gradient. */
+        c->stats.pushes++;
+        c->stats.stale++;
+        return resync(c);
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    if (c->rh.status != SR_OK) {
+        char what[300];
+        snprintf(what, sizeof(what), "push %s", name);
+        return reply_error(c, what);
+    }
+    if (c->nrep != 1 || sr_wire_push_rep_decode(zmq_msg_data(&c->rep[0]),
+                                                zmq_msg_size(&c->rep[0]), &rep) != SR_OK) {
+        return fail(c, SR_EPROTO, "push %s: malformed reply", name);
+    }
+    c->stats.pushes++;
+    if (rep.outcome == SR_PUSH_ACCEPTED) {
+        c->stats.accepted++;
+    } else if (rep.outcome == SR_PUSH_STALE) {
+        c->stats.stale++;
+    } else {
+        c->stats.duplicate++;
+    }
+    return SR_OK;
+}
+
+static int
+push_desc(sr_client *c, const char *name, uint64_t count, uint8_t *buf, size_t cap, frame *f)
+{
+    sr_wire_pushdesc p;
+    const decl      *d = NULL;
+
+    memset(&p, 0, sizeof(p));
+    if (strlen(name) == 0 || strlen(name) > SR_WIRE_MAX_NAME) {
+        return fail(c, SR_EINVAL, "push: bad variable name");
+    }
+    snprintf(p.name, sizeof(p.name), "%s", name);
+    for (size_t i = 0; i < c->ndecls; i++) {
+        if (strcmp(c->decls[i].name, name) == 0) {
+            d = &c->decls[i];
+        }
+    }
+    /* The dtype of an undeclared variable is checked by the coordinator. */
+    p.dtype = (uint8_t)(d ? d->dtype : SR_FLOAT32);
+    p.count = count;
+    f->data = buf;
+    f->len = sr_wire_pushdesc_encode(&p, buf, cap);
+    if (d != NULL && (d->flags & SR_DECLARE_NOT_TRAINABLE)) {
+        return fail(c, SR_EINVAL, "push %s: declared not trainable", name);
+    }
+    return f->len ? SR_OK : fail(c, SR_EINVAL, "push %s: cannot encode", name);
+}
+
+int
+sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
+{
+    uint8_t buf[SR_WIRE_BODY_MAX];
+    frame   f[2];
+    int     rc;
+
+    if (c == NULL || name == NULL || (grad == NULL && bytes > 0)) {
+        return sr_fail(SR_EINVAL, "sr_client_push: NULL argument");
+    }
+    if (!c->ready_done) {
+        return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", name);
+    }
+    if ((rc = push_desc(c, name, bytes, buf, sizeof(buf), &f[0])) != SR_OK) {
+        return rc;
+    }
+    f[1].data = grad;
+    f[1].len = bytes;
+    return push_common(c, SR_MSG_PUSH, name, f, 2);
+}
+
+int
+sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const int64_t *row_indices,
+                      const void *rows, size_t rows_bytes)
+{
+    uint8_t buf[SR_WIRE_BODY_MAX];
+    frame   f[3];
+    int     rc;
+
+    if (c == NULL || name == NULL || (nrows > 0 && (row_indices == NULL || rows == NULL))) {
+        return sr_fail(SR_EINVAL, "sr_client_push_sparse: NULL argument");
+    }
+    if (!c->ready_done) {
+        return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", name);
+    }
+    if ((rc = push_desc(c, name, nrows, buf, sizeof(buf), &f[0])) != SR_OK) {
+        return rc;
+    }
+    f[1].data = row_indices;
+    f[1].len = nrows * sizeof(int64_t);
+    f[2].data = rows;
+    f[2].len = rows_bytes;
+    return push_common(c, SR_MSG_PUSH_SPARSE, name, f, 3);
+}
+
+int
+sr_client_step(sr_client *c)
+{
+    if (c == NULL) {
+        return sr_fail(SR_EINVAL, "sr_client_step: NULL client");
+    }
+    if (!c->ready_done) {
+        return fail(c, SR_ENOTREADY, "step: call sr_client_ready first");
+    }
+    int rc = rpc(c, SR_MSG_TOKEN, c->local_step, 0, NULL, 0, 1);
+    if (rc == RESTARTED) {
+        /* The step completes at the restored global step. */
+        return resync(c);
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    if (c->rh.status != SR_OK) {
+        return reply_error(c, "step");
+    }
+    c->local_step = c->rh.local_step;
+    return SR_OK;
+}
+
+int64_t
+sr_client_local_step(const sr_client *c)
+{
+    return c != NULL ? c->local_step : -1;
+}
+
+int
+sr_client_global_step(sr_client *c, int64_t *out)
+{
+    sr_wire_ping_rep rep;
+
+    if (c == NULL || out == NULL) {
+        return sr_fail(SR_EINVAL, "sr_client_global_step: NULL argument");
+    }
+    for (;;) {
+        int rc = rpc(c, SR_MSG_PING, 0, 0, NULL, 0, 0);
+        if (rc == RESTARTED) {
+            if ((rc = resync(c)) != SR_OK) {
+                return rc;
+            }
+            continue;
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        break;
+    }
+    if (c->rh.status != SR_OK) {
+        return reply_error(c, "global step");
+    }
+    if (c->nrep != 1 || sr_wire_ping_rep_decode(zmq_msg_data(&c->rep[0]),
+                                                zmq_msg_size(&c->rep[0]), &rep) != SR_OK) {
+        return fail(c, SR_EPROTO, "global step: malformed reply");
+    }
+    c->global_step = rep.global_step;
+    *out = rep.global_step;
+    return SR_OK;
+}
+
+int
+sr_client_stats_get(const sr_client *c, sr_client_stats *out)
+{
+    if (c == NULL || out == NULL) {
+        return sr_fail(SR_EINVAL, "sr_client_stats_get: NULL argument");
+    }
+    *out = c->stats;
+    return SR_OK;
+}
+
+uint64_t
+sr_client_incarnation(const sr_client *c)
+{
+    return c != NULL ? c->incarnation : 0;
+}

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,15 @@ sr_test_check(int rc, int want, const char *expr, const char *file, int line)
     if (rc != want) {
         print_error("%s:%d: %s returned %s (%d), expected %s (%d): %s\n", file, line, expr,
                     sr_errname(rc), rc, sr_errname(want), want, sr_errdetail());
+        _fail(file, line);
+    }
+}
+
+void
+sr_test_near(double a, double b, double eps, const char *expr, const char *file, int line)
+{
+    if (!(fabs(a - b) <= eps)) {
+        print_error("%s:%d: %s: %.17g != %.17g (eps %g)\n", file, line, expr, a, b, eps);
         _fail(file, line);
     }
 }

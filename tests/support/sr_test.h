@@ -24,6 +24,10 @@ void sr_test_check(int rc, int want, const char *expr, const char *file, int lin
 #define assert_sr_ok(expr) sr_test_check((int)(expr), SR_OK, #expr, __FILE__, __LINE__)
 #define assert_sr_err(expr, want) sr_test_check((int)(expr), (int)(want), #expr, __FILE__, __LINE__)
 
+/* |a - b| <= eps for doubles, printing both (cmocka 1.1.5 has no float asserts). */
+void sr_test_near(double a, double b, double eps, const char *expr, const char *file, int line);
+#define assert_near(a, b, eps) sr_test_near((a), (b), (eps), #a " ~ " #b, __FILE__, __LINE__)
+
 /* Poll pred(arg) every few ms until it returns nonzero (returns 1) or
  * timeout_ms passes (returns 0). */
 int sr_test_wait_until(int (*pred)(void *arg), void *arg, int timeout_ms);

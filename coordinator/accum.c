@@ -1,0 +1,255 @@
+/*
+ * Conditional gradient accumulators (see the state diagram in coord_int.h).
+ * A dense step copies the first gradient and adds the others in arrival
+ * order; a sparse step adds rows into an all-zero shadow and counts, per
+ * row, the gradients that touched it.  The summation order is the arrival
+ * order (and, within a sparse push, row order then position), so a replay
+ * that re-adds the logged contributions in order reproduces the bits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/coord_int.h"
+#include "core/dtype.h"
+
+sr_err
+sr__accum_init(sr_accum *a, int dtype, uint64_t elems, uint64_t nrows, int R, int64_t step)
+{
+    if (!sr_dtype_is_float(dtype) || R < 1 || nrows == 0 || elems % nrows != 0) {
+        return sr_fail(SR_EINVAL, "accumulator: bad dtype %d, R %d or rows %llu", dtype, R,
+                       (unsigned long long)nrows);
+    }
+    memset(a, 0, sizeof(*a));
+    a->dtype = dtype;
+    a->elems = elems;
+    a->nrows = nrows;
+    a->row_elems = elems / nrows;
+    a->R = R;
+    a->step = step;
+    if ((a->contrib = calloc((size_t)R, sizeof(*a->contrib))) == NULL) {
+        return sr_fail(SR_ENOMEM, "accumulator: %d contributions", R);
+    }
+    return SR_OK;
+}
+
+void
+sr__accum_destroy(sr_accum *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    free(a->sum);
+    free(a->row_count);
+    free(a->touched);
+    free(a->contrib);
+    free(a->order);
+    memset(a, 0, sizeof(*a));
+}
+
+void
+sr__accum_set_step(sr_accum *a, int64_t step)
+{
+    a->step = step;
+}
+
+/* The sums are allocated on first use, zero-filled. */
+static sr_err
+ensure_sum(sr_accum *a)
+{
+    if (a->sum == NULL) {
+        size_t bytes = (size_t)a->elems * sr_dtype_size(a->dtype);
+        if ((a->sum = calloc(1, bytes ? bytes : 1)) == NULL) {
+            return sr_fail(SR_ENOMEM, "accumulator: %zu bytes", bytes);
+        }
+    }
+    return SR_OK;
+}
+
+static void
+record(sr_accum *a, int64_t local_step, int32_t task)
+{
+    a->contrib[a->count].task_index = task;
+    a->contrib[a->count].local_step = local_step;
+    a->count++;
+    if (a->count == a->R) {
+        /* The take: later pushes for this step are stale from now on. */
+        a->taken = 1;
+        a->step++;
+    }
+}
+
+static int
+is_stale(const sr_accum *a, int64_t local_step)
+{
+    return a->taken || local_step != a->step;
+}
+
+static void
+add_f32(float *restrict dst, const float *restrict src, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        dst[i] += src[i];
+    }
+}
+
+static void
+add_f64(double *restrict dst, const double *restrict src, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        dst[i] += src[i];
+    }
+}
+
+static void
+add_values(int dtype, void *dst, const void *src, uint64_t n)
+{
+    if (dtype == SR_FLOAT32) {
+        add_f32(dst, src, n);
+    } else {
+        add_f64(dst, src, n);
+    }
+}
+
+sr_err
+sr__accum_push_dense(sr_accum *a, const void *grad, int64_t local_step, int32_t task,
+                     sr_accum_outcome *outcome)
+{
+    sr_err rc;
+
+    if (is_stale(a, local_step)) {
+        *outcome = SR_ACC_STALE;
+        return SR_OK;
+    }
+    if (a->mode == SR_ACC_SPARSE) {
+        return sr_fail(SR_EINVAL, "variable receives sparse gradients this step; dense refused");
+    }
+    if ((rc = ensure_sum(a)) != SR_OK) {
+        return rc;
+    }
+    if (a->count == 0) {
+        memcpy(a->sum, grad, (size_t)a->elems * sr_dtype_size(a->dtype));
+    } else {
+        add_values(a->dtype, a->sum, grad, a->elems);
+    }
+    a->mode = SR_ACC_DENSE;
+    record(a, local_step, task);
+    *outcome = SR_ACC_ACCEPTED;
+    return SR_OK;
+}
+
+typedef struct {
+    uint64_t row;
+    uint64_t pos;
+} row_pos;
+
+static int
+cmp_row_pos(const void *x, const void *y)
+{
+    const row_pos *a = x, *b = y;
+    if (a->row != b->row) {
+        return a->row < b->row ? -1 : 1;
+    }
+    return a->pos < b->pos ? -1 : (a->pos > b->pos);
+}
+
+static sr_err
+ensure_sparse(sr_accum *a, uint64_t n)
+{
+    sr_err rc;
+
+    if ((rc = ensure_sum(a)) != SR_OK) {
+        return rc;
+    }
+    if (a->row_count == NULL) {
+        a->row_count = calloc((size_t)a->nrows, sizeof(*a->row_count));
+        a->touched = calloc((size_t)a->nrows, sizeof(*a->touched));
+        if (a->row_count == NULL || a->touched == NULL) {
+            return sr_fail(SR_ENOMEM, "sparse accumulator: %llu rows",
+                           (unsigned long long)a->nrows);
+        }
+    }
+    if (a->order_cap < n) {
+        row_pos *p = realloc(a->order, (size_t)n * sizeof(row_pos));
+        if (p == NULL) {
+            return sr_fail(SR_ENOMEM, "sparse accumulator: %llu rows scratch",
+                           (unsigned long long)n);
+        }
+        a->order = (uint64_t *)p;
+        a->order_cap = (size_t)n;
+    }
+    return SR_OK;
+}
+
+sr_err
+sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_t n,
+                      int64_t local_step, int32_t task, sr_accum_outcome *outcome)
+{
+    size_t  es = sr_dtype_size(a->dtype);
+    size_t  row_bytes = (size_t)a->row_elems * es;
+    row_pos *ord;
+    sr_err  rc;
+
+    for (uint64_t i = 0; i < n; i++) {
+        if (idx[i] < 0 || (uint64_t)idx[i] >= a->nrows) {
+            return sr_fail(SR_EINVAL, "sparse row index %lld out of range [0, %llu) at %llu",
+                           (long long)idx[i], (unsigned long long)a->nrows,
+                           (unsigned long long)i);
+        }
+    }
+    if (is_stale(a, local_step)) {
+        *outcome = SR_ACC_STALE;
+        return SR_OK;
+    }
+    if (a->mode == SR_ACC_DENSE) {
+        return sr_fail(SR_EINVAL, "variable receives dense gradients this step; sparse refused");
+    }
+    if ((rc = ensure_sparse(a, n)) != SR_OK) {
+        return rc;
+    }
+    if (a->sum_dirty) {
+        /* A dense step left its sums behind; sparse rows add into zeros. */
+        memset(a->sum, 0, (size_t)a->elems * es);
+        a->sum_dirty = 0;
+    }
+    ord = (row_pos *)a->order;
+    for (uint64_t i = 0; i < n; i++) {
+        ord[i].row = (uint64_t)idx[i];
+        ord[i].pos = i;
+    }
+    qsort(ord, (size_t)n, sizeof(*ord), cmp_row_pos);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t r = ord[i].row;
+        if (i == 0 || ord[i - 1].row != r) {
+            if (a->row_count[r] == 0) {
+                a->touched[a->ntouched++] = r;
+            }
+            a->row_count[r]++;
+        }
+        add_values(a->dtype, (char *)a->sum + r * row_bytes,
+                   (const char *)rows + ord[i].pos * row_bytes, a->row_elems);
+    }
+    a->mode = SR_ACC_SPARSE;
+    record(a, local_step, task);
+    *outcome = SR_ACC_ACCEPTED;
+    return SR_OK;
+}
+
+void
+sr__accum_reset(sr_accum *a)
+{
+    if (a->mode == SR_ACC_SPARSE) {
+        size_t row_bytes = (size_t)a->row_elems * sr_dtype_size(a->dtype);
+        for (uint64_t i = 0; i < a->ntouched; i++) {
+            uint64_t r = a->touched[i];
+            memset((char *)a->sum + r * row_bytes, 0, row_bytes);
+            a->row_count[r] = 0;
+        }
+        a->ntouched = 0;
+    } else if (a->mode == SR_ACC_DENSE) {
+        /* The next dense step overwrites the sums; a sparse one clears them. */
+        a->sum_dirty = 1;
+    }
+    a->mode = SR_ACC_NONE;
+    a->count = 0;
+    a->taken = 0;
+}

@@ -1,0 +1,175 @@
+/* Accumulators: staleness, averaging inputs, backups, N < R, sparse rows. */
+#include "sr_test.h"
+
+#include <string.h>
+
+#include "coordinator/coord_int.h"
+
+static void
+test_accum_dense_takes_at_R_and_advances_step(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const float      g1[2] = {1.0f, 2.0f}, g2[2] = {3.0f, 5.0f}, g3[2] = {100.0f, 100.0f};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 2, 2, 2, 7));
+    assert_sr_ok(sr__accum_push_dense(&a, g1, 7, 0, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    assert_int_equal(a.taken, 0);
+    assert_int_equal(a.step, 7);
+    assert_sr_ok(sr__accum_push_dense(&a, g2, 7, 1, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    assert_int_equal(a.taken, 1);
+    assert_int_equal(a.step, 8); /* advanced at the take */
+    /* A backup replica's late gradient for step 7 is stale before the apply. */
+    assert_sr_ok(sr__accum_push_dense(&a, g3, 7, 2, &out));
+    assert_int_equal(out, SR_ACC_STALE);
+    assert_true(((float *)a.sum)[0] == 4.0f && ((float *)a.sum)[1] == 7.0f);
+    assert_int_equal(a.contrib[0].task_index, 0);
+    assert_int_equal(a.contrib[1].task_index, 1);
+    sr__accum_destroy(&a);
+}
+
+static void
+test_accum_dense_older_and_newer_steps_are_stale(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const double     g[1] = {1.0};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT64, 1, 1, 1, 5));
+    assert_sr_ok(sr__accum_push_dense(&a, g, 4, 0, &out));
+    assert_int_equal(out, SR_ACC_STALE);
+    /* Stricter than TensorFlow: a newer step is dropped too. */
+    assert_sr_ok(sr__accum_push_dense(&a, g, 6, 0, &out));
+    assert_int_equal(out, SR_ACC_STALE);
+    assert_int_equal(a.count, 0);
+    sr__accum_destroy(&a);
+}
+
+static void
+test_accum_dense_one_replica_several_batches_when_N_below_R(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const float      g[1] = {2.0f};
+    (void)state;
+
+    /* R = 3 from a single worker (task 0) computing three batches. */
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 1, 1, 3, 0));
+    for (int i = 0; i < 3; i++) {
+        assert_sr_ok(sr__accum_push_dense(&a, g, 0, 0, &out));
+        assert_int_equal(out, SR_ACC_ACCEPTED);
+    }
+    assert_int_equal(a.taken, 1);
+    assert_true(((float *)a.sum)[0] == 6.0f);
+    sr__accum_reset(&a);
+    assert_int_equal(a.count, 0);
+    assert_int_equal(a.taken, 0);
+    assert_int_equal(a.step, 1);
+    sr__accum_destroy(&a);
+}
+
+static void
+test_accum_sparse_repeats_summed_counted_once_per_push(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    /* Variable of 4 rows x 2. */
+    const int64_t    idx1[3] = {2, 0, 2};
+    const float      rows1[6] = {1, 1, 10, 10, 2, 2};
+    const int64_t    idx2[1] = {2};
+    const float      rows2[2] = {4, 4};
+    const float     *s;
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 8, 4, 2, 0));
+    assert_sr_ok(sr__accum_push_sparse(&a, idx1, rows1, 3, 0, 0, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    assert_int_equal(a.row_count[2], 1); /* two rows at index 2, one gradient */
+    assert_int_equal(a.row_count[0], 1);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx2, rows2, 1, 0, 1, &out));
+    assert_int_equal(a.taken, 1);
+    s = a.sum;
+    assert_true(s[0] == 10 && s[1] == 10);
+    assert_true(s[4] == 7 && s[5] == 7);
+    assert_int_equal(a.row_count[2], 2);
+    assert_int_equal(a.ntouched, 2);
+    sr__accum_reset(&a);
+    for (int i = 0; i < 8; i++) {
+        assert_true(s[i] == 0.0f);
+    }
+    assert_int_equal(a.row_count[2], 0);
+    sr__accum_destroy(&a);
+}
+
+static void
+test_accum_sparse_row_out_of_range_changes_nothing(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const int64_t    idx[2] = {0, 4};
+    const int64_t    neg[1] = {-1};
+    const float      rows[4] = {1, 1, 1, 1};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 8, 4, 2, 0));
+    assert_sr_err(sr__accum_push_sparse(&a, idx, rows, 2, 0, 0, &out), SR_EINVAL);
+    assert_sr_err(sr__accum_push_sparse(&a, neg, rows, 1, 0, 0, &out), SR_EINVAL);
+    assert_int_equal(a.count, 0);
+    assert_int_equal(a.mode, SR_ACC_NONE);
+    sr__accum_destroy(&a);
+}
+
+static void
+test_accum_mixing_dense_and_sparse_in_one_step_is_einval(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const int64_t    idx[1] = {1};
+    const float      rows[2] = {1, 1};
+    const float      dense[8] = {0};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 8, 4, 2, 0));
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows, 1, 0, 0, &out));
+    assert_sr_err(sr__accum_push_dense(&a, dense, 0, 1, &out), SR_EINVAL);
+    assert_int_equal(a.count, 1);
+    sr__accum_destroy(&a);
+}
+
+static void
+test_accum_sparse_after_dense_step_starts_from_zero(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const float      dense[4] = {5, 5, 5, 5};
+    const int64_t    idx[1] = {0};
+    const float      rows[2] = {1, 2};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 4, 2, 1, 0));
+    assert_sr_ok(sr__accum_push_dense(&a, dense, 0, 0, &out));
+    sr__accum_reset(&a);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows, 1, 1, 0, &out));
+    const float *s = a.sum;
+    assert_true(s[0] == 1 && s[1] == 2 && s[2] == 0 && s[3] == 0);
+    sr__accum_destroy(&a);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accum_dense_takes_at_R_and_advances_step),
+        cmocka_unit_test(test_accum_dense_older_and_newer_steps_are_stale),
+        cmocka_unit_test(test_accum_dense_one_replica_several_batches_when_N_below_R),
+        cmocka_unit_test(test_accum_sparse_repeats_summed_counted_once_per_push),
+        cmocka_unit_test(test_accum_sparse_row_out_of_range_changes_nothing),
+        cmocka_unit_test(test_accum_mixing_dense_and_sparse_in_one_step_is_einval),
+        cmocka_unit_test(test_accum_sparse_after_dense_step_starts_from_zero),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,169 @@
+/* Optimizer kernels against hand-computed values (float64, so exact enough
+ * to compare to 1e-12), sparse apply per row and per replica, EMA. */
+#include "sr_test.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "coordinator/coord_int.h"
+
+static sr_optim
+optim(int kind)
+{
+    sr_optim o;
+    memset(&o, 0, sizeof(o));
+    o.kind = kind;
+    o.lr = 0.1;
+    o.momentum = 0.9;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.epsilon = 1e-8;
+    return o;
+}
+
+static void
+test_optim_sgd_averages_then_steps(void **state)
+{
+    sr_optim o = optim(SR_OPT_SGD);
+    double   var[2] = {1.0, -1.0};
+    double   sum[2] = {0.5, 1.0}; /* two replicas: averages 0.25 and 0.5 */
+    (void)state;
+
+    sr__optim_apply_f64(&o, 1, var, sum, 2.0, NULL, NULL, 2);
+    assert_near(var[0], 0.975, 1e-15);
+    assert_near(var[1], -1.05, 1e-15);
+}
+
+static void
+test_optim_momentum_accumulates(void **state)
+{
+    sr_optim o = optim(SR_OPT_MOMENTUM);
+    double   var[1] = {1.0}, sum[1] = {0.5}, acc[1] = {0.5};
+    (void)state;
+
+    sr__optim_apply_f64(&o, 1, var, sum, 2.0, acc, NULL, 1);
+    assert_near(acc[0], 0.7, 1e-15);  /* 0.9 * 0.5 + 0.25 */
+    assert_near(var[0], 0.93, 1e-15); /* 1 - 0.1 * 0.7 */
+}
+
+static void
+test_optim_adam_two_steps_with_bias_correction(void **state)
+{
+    sr_optim o = optim(SR_OPT_ADAM);
+    double   var[1] = {1.0}, sum[1] = {0.5}, m[1] = {0}, v[1] = {0};
+    (void)state;
+
+    sr__optim_apply_f64(&o, 1, var, sum, 2.0, m, v, 1);
+    assert_near(m[0], 0.025, 1e-15);
+    assert_near(v[0], 6.25e-5, 1e-18);
+    assert_near(var[0], 0.9000001264909464, 1e-12);
+    sr__optim_apply_f64(&o, 2, var, sum, 2.0, m, v, 1);
+    assert_near(var[0], 0.8000002159559553, 1e-12);
+}
+
+static void
+test_optim_f32_matches_seed_numbers(void **state)
+{
+    /* Seed 000: v0 = 0 - (0.1 + 0.3) / 2 * 2.0 with lr 2.0. */
+    sr_optim o = optim(SR_OPT_SGD);
+    float    var[1] = {0.0f}, sum[1] = {0.1f + 0.3f};
+    (void)state;
+
+    o.lr = 2.0;
+    sr__optim_apply_f32(&o, 1, var, sum, 2.0, NULL, NULL, 1);
+    assert_near(var[0], -0.4f, 1e-6);
+}
+
+static void
+test_optim_ema_moves_towards_variable(void **state)
+{
+    double shadow[2] = {1.0, 2.0}, var[2] = {0.0, 2.0};
+    (void)state;
+
+    sr__ema_f64(0.9, shadow, var, 2);
+    assert_near(shadow[0], 0.9, 1e-15);
+    assert_near(shadow[1], 2.0, 1e-15);
+}
+
+static void
+sparse_setup(sr_accum *a)
+{
+    sr_accum_outcome out;
+    const int64_t    i1[2] = {0, 1}, i2[1] = {1};
+    const float      r1[2] = {1, 2}, r2[1] = {4};
+
+    /* 3 rows x 1; R = 2: row 0 touched once, row 1 twice, row 2 never. */
+    assert_sr_ok(sr__accum_init(a, SR_FLOAT32, 3, 3, 2, 0));
+    assert_sr_ok(sr__accum_push_sparse(a, i1, r1, 2, 0, 0, &out));
+    assert_sr_ok(sr__accum_push_sparse(a, i2, r2, 1, 0, 1, &out));
+    assert_int_equal(a->taken, 1);
+}
+
+static void
+test_optim_sparse_per_row_mean_touches_only_rows(void **state)
+{
+    sr_optim o = optim(SR_OPT_SGD);
+    sr_accum a;
+    float    var[3] = {10, 10, 10};
+    uint8_t  dirty[3] = {0, 0, 0};
+    (void)state;
+
+    sparse_setup(&a);
+    o.lr = 1.0;
+    sr__optim_apply_accum(&o, 1, &a, var, NULL, NULL, dirty, 1);
+    assert_near(var[0], 9.0f, 0);  /* 10 - 1/1 */
+    assert_near(var[1], 7.0f, 0);  /* 10 - (2+4)/2 */
+    assert_near(var[2], 10.0f, 0); /* untouched */
+    assert_int_equal(dirty[0], 1);
+    assert_int_equal(dirty[1], 1);
+    assert_int_equal(dirty[2], 0);
+    sr__accum_destroy(&a);
+}
+
+static void
+test_optim_sparse_per_replica_mean_divides_by_R(void **state)
+{
+    sr_optim o = optim(SR_OPT_SGD);
+    sr_accum a;
+    float    var[3] = {10, 10, 10};
+    (void)state;
+
+    sparse_setup(&a);
+    o.lr = 1.0;
+    o.sparse_mean = SR_SPARSE_MEAN_PER_REPLICA;
+    sr__optim_apply_accum(&o, 1, &a, var, NULL, NULL, NULL, 1);
+    assert_near(var[0], 9.5f, 0); /* 10 - 1/2 */
+    assert_near(var[1], 7.0f, 0);
+    assert_near(var[2], 10.0f, 0);
+    sr__accum_destroy(&a);
+}
+
+static void
+test_optim_nonfinite_detects_nan_and_inf(void **state)
+{
+    float  f[3] = {1, 2, 3};
+    double d[2] = {0, 1};
+    (void)state;
+
+    assert_int_equal(sr__nonfinite(SR_FLOAT32, f, 3), 0);
+    f[2] = NAN;
+    assert_int_equal(sr__nonfinite(SR_FLOAT32, f, 3), 1);
+    d[0] = -INFINITY;
+    assert_int_equal(sr__nonfinite(SR_FLOAT64, d, 2), 1);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_optim_sgd_averages_then_steps),
+        cmocka_unit_test(test_optim_momentum_accumulates),
+        cmocka_unit_test(test_optim_adam_two_steps_with_bias_correction),
+        cmocka_unit_test(test_optim_f32_matches_seed_numbers),
+        cmocka_unit_test(test_optim_ema_moves_towards_variable),
+        cmocka_unit_test(test_optim_sparse_per_row_mean_touches_only_rows),
+        cmocka_unit_test(test_optim_sparse_per_replica_mean_divides_by_R),
+        cmocka_unit_test(test_optim_nonfinite_detects_nan_and_inf),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
