@@ -725,16 +725,7 @@ handle_declare(coord *c, req_ctx *r)
     sr_err rc = sr_store_declare(c->st, d.name, d.dtype, d.ndim, d.shape, trainable, value,
                                  (size_t)nbytes, &meta.id, NULL);
     if (rc == SR_OK) {
-        memset(&meta, 0, sizeof(meta));
-        sr_store_var *all = NULL;
-        size_t        n = 0;
-        rc = sr_store_list_vars(c->st, &all, &n);
-        for (size_t i = 0; rc == SR_OK && i < n; i++) {
-            if (strcmp(all[i].name, d.name) == 0) {
-                meta = all[i];
-            }
-        }
-        free(all);
+        rc = sr_store_find_var(c->st, d.name, &meta);
     }
     if (rc == SR_OK) {
         rc = add_var(c, &meta, value, 0);

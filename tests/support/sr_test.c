@@ -153,6 +153,10 @@ sr_test_reap(pid_t pid, int timeout_ms)
 const char *
 sr_test_syncrep_bin(void)
 {
+    const char *env = getenv("SR_SYNCREP_BIN"); /* test another build of the command */
+    if (env != NULL && *env != '\0') {
+        return env;
+    }
 #ifdef SR_SYNCREP_BIN
     return SR_SYNCREP_BIN;
 #else

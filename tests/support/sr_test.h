@@ -49,7 +49,7 @@ void sr_test_kill(pid_t pid, int sig);
  * -1 if still running (then it is killed with SIGKILL and reaped). */
 int sr_test_reap(pid_t pid, int timeout_ms);
 
-/* The path of the built `syncrep` command. */
+/* The path of the built `syncrep` command ($SR_SYNCREP_BIN overrides it). */
 const char *sr_test_syncrep_bin(void);
 
 #endif

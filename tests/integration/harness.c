@@ -1,0 +1,108 @@
+/* Integration-test harness.  See harness.h. */
+#include "harness.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "sr_test.h"
+
+void
+sr_harness_init(sr_harness *h, const char *tag)
+{
+    memset(h, 0, sizeof(*h));
+    h->dir = sr_test_mkdtemp(tag);
+    assert_non_null(h->dir);
+    snprintf(h->store, sizeof(h->store), "%s/store.db", h->dir);
+    snprintf(h->log, sizeof(h->log), "%s/coordinator.log", h->dir);
+    sr_test_ipc_endpoint(h->dir, "coord.sock", h->endpoint, sizeof(h->endpoint));
+}
+
+void
+sr_harness_start(sr_harness *h, ...)
+{
+    char   *argv[64];
+    int     n = 0;
+    va_list ap;
+
+    argv[n++] = (char *)sr_test_syncrep_bin();
+    argv[n++] = "coordinator";
+    argv[n++] = "--store";
+    argv[n++] = h->store;
+    argv[n++] = "--bind";
+    argv[n++] = h->endpoint;
+    argv[n++] = "--log-level";
+    argv[n++] = "debug";
+    va_start(ap, h);
+    for (char *a; n < 62 && (a = va_arg(ap, char *)) != NULL;) {
+        argv[n++] = a;
+    }
+    va_end(ap);
+    argv[n] = NULL;
+    h->pid = sr_test_spawn(argv, h->log);
+    assert_true(h->pid > 0);
+}
+
+void
+sr_harness_kill9(sr_harness *h)
+{
+    if (h->pid > 0) {
+        sr_test_kill(h->pid, SIGKILL);
+        sr_test_reap(h->pid, 10000);
+        h->pid = 0;
+    }
+}
+
+int
+sr_harness_stop(sr_harness *h)
+{
+    int st;
+    if (h->pid <= 0) {
+        return -1;
+    }
+    kill(h->pid, SIGTERM);
+    st = sr_test_reap(h->pid, 15000);
+    h->pid = 0;
+    return st;
+}
+
+void
+sr_harness_fini(sr_harness *h)
+{
+    sr_harness_kill9(h);
+    if (getenv("SR_TEST_KEEP") != NULL) {
+        fprintf(stderr, "kept %s\n", h->dir);
+    } else {
+        sr_test_rmdir_rf(h->dir);
+    }
+    free(h->dir);
+    h->dir = NULL;
+}
+
+sr_client *
+sr_harness_client(sr_harness *h, int task)
+{
+    sr_client        *c = NULL;
+    sr_client_options o;
+
+    memset(&o, 0, sizeof(o));
+    o.endpoint = h->endpoint;
+    o.task_index = task;
+    o.timeout_ms = 20000;
+    int rc = sr_client_open(&c, &o);
+    if (rc != SR_OK) {
+        FILE *f = fopen(h->log, "r");
+        char  line[512];
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+            fputs(line, stderr);
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+    }
+    assert_sr_ok(rc);
+    return c;
+}
