@@ -66,6 +66,9 @@ struct sr_client {
     int64_t         global_step;
     int             model_ready;
     int             ready_done;     /* sr_client_ready succeeded */
+    int             tainted;        /* resynced mid-round: this round's pulls may mix
+                                       incarnations, so its pushes are dropped (stale)
+                                       until the next sr_client_step */
     decl           *decls;
     size_t          ndecls, cap_decls;
     sr_wire_header  rh;             /* the last reply */
@@ -315,6 +318,7 @@ resync(sr_client *c)
             return rc;
         }
         c->local_step = c->global_step;
+        c->tainted = 1;
         return SR_OK;
     }
 }
@@ -594,6 +598,7 @@ sr_client_ready(sr_client *c)
         }
     }
     c->ready_done = 1;
+    c->tainted = 0;
     c->local_step = c->global_step;
     for (size_t i = 0; i < c->ndecls; i++) {
         free(c->decls[i].init);
@@ -653,9 +658,19 @@ sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes)
 static int
 push_common(sr_client *c, int type, const char *name, const frame *f, int nf)
 {
-    uint64_t         seq = ++c->seq;
+    uint64_t         seq;
     sr_wire_push_rep rep;
-    int              rc = rpc(c, type, c->local_step, seq, f, nf, 0);
+    int              rc;
+
+    if (c->tainted) {
+        /* Computed from values pulled before a coordinator restart was noticed:
+         * a gradient of no single step.  Dropped like any stale gradient. */
+        c->stats.pushes++;
+        c->stats.stale++;
+        return SR_OK;
+    }
+    seq = ++c->seq;
+    rc = rpc(c, type, c->local_step, seq, f, nf, 0);
 
     if (rc == RESTARTED) {
         /* Computed for the old incarnation: dropped, like any stale gradient. */
@@ -769,8 +784,11 @@ sr_client_step(sr_client *c)
     }
     int rc = rpc(c, SR_MSG_TOKEN, c->local_step, 0, NULL, 0, 1);
     if (rc == RESTARTED) {
-        /* The step completes at the restored global step. */
-        return resync(c);
+        /* The step completes at the restored global step; the next round
+         * pulls only from the new incarnation. */
+        rc = resync(c);
+        c->tainted = 0;
+        return rc;
     }
     if (rc < 0) {
         return rc;
@@ -779,6 +797,7 @@ sr_client_step(sr_client *c)
         return reply_error(c, "step");
     }
     c->local_step = c->rh.local_step;
+    c->tainted = 0;
     return SR_OK;
 }
 
