@@ -700,8 +700,8 @@ handle_declare(coord *c, req_ctx *r)
         send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
         return;
     }
-    if (r->h.task_index != 0 || (d.flags & 0x2)) {
-        REPLY_ERR(r, c->model_ready || (d.flags & 0x2) ? SR_ENOENT : SR_ENOTREADY,
+    if (r->h.task_index != 0 || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY)) {
+        REPLY_ERR(r, c->model_ready || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY) ? SR_ENOENT : SR_ENOTREADY,
                   "variable %s: not declared by the chief%s", d.name,
                   c->model_ready ? "" : " (model not ready yet)");
         return;

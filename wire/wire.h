@@ -42,6 +42,9 @@ typedef enum {
     SR_MSG_BYE = 10,        /* client closing; reply optional */
 } sr_wire_type;
 
+/* sr_wire_vardesc.flags: SR_DECLARE_NOT_TRAINABLE (0x1, syncrep.h) and: */
+#define SR_WIRE_DECLARE_CHECK_ONLY 0x2u /* DECLARE: never create, only check */
+
 /* Header flags. */
 #define SR_WIRE_F_RESEND 0x1u /* this request is a resend of the same request_id */
 

@@ -41,7 +41,7 @@
 #define DEFAULT_TIMEOUT_MS 60000
 #define MAX_REPLY_FRAMES 4
 #define RESTARTED 1               /* internal: the coordinator's incarnation changed */
-#define DECLARE_CHECK_ONLY 0x2u   /* wire flag: never create, only check */
+#define DECLARE_CHECK_ONLY SR_WIRE_DECLARE_CHECK_ONLY
 
 typedef struct decl {
     char     name[SR_WIRE_MAX_NAME + 1];

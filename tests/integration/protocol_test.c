@@ -1,0 +1,413 @@
+/*
+ * The coordinator at the protocol level, with a raw ZeroMQ DEALER beside
+ * real clients: exactly-once pushes, a parked token request whose peer went
+ * away, malformed and wrong messages (each answered or dropped, none
+ * changing the model), declaration conflicts, and `syncrep status`.
+ */
+#include "sr_test.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "harness.h"
+#include "syncrep/syncrep.h"
+#include "wire/wire.h"
+
+typedef struct {
+    void          *ctx, *sock;
+    uint64_t       client_id;
+    uint64_t       incarnation;
+    uint64_t       req;
+    sr_wire_header rh;
+    uint8_t        body[2][4096];
+    size_t         body_len[2];
+    int            nbody;
+} raw;
+
+static void
+raw_open(raw *r, const char *endpoint, uint64_t client_id)
+{
+    int zero = 0;
+    memset(r, 0, sizeof(*r));
+    r->ctx = zmq_ctx_new();
+    r->sock = zmq_socket(r->ctx, ZMQ_DEALER);
+    zmq_setsockopt(r->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    assert_int_equal(zmq_connect(r->sock, endpoint), 0);
+    r->client_id = client_id;
+}
+
+static void
+raw_close(raw *r)
+{
+    zmq_close(r->sock);
+    zmq_ctx_term(r->ctx);
+}
+
+/* Send frames as they are (f[0] may be a deliberately broken header). */
+static void
+raw_send_frames(raw *r, const void *const *f, const size_t *len, int n)
+{
+    for (int i = 0; i < n; i++) {
+        assert_true(zmq_send(r->sock, f[i], len[i], i + 1 < n ? ZMQ_SNDMORE : 0) >= 0);
+    }
+}
+
+static void
+raw_send(raw *r, int type, int task, int64_t local_step, uint64_t seq, const void *const *body,
+         const size_t *blen, int nbody)
+{
+    sr_wire_header h;
+    uint8_t        hb[SR_WIRE_HEADER_BYTES];
+    const void    *f[4];
+    size_t         len[4];
+
+    memset(&h, 0, sizeof(h));
+    h.type = (uint8_t)type;
+    h.request_id = ++r->req;
+    h.incarnation = r->incarnation;
+    h.client_id = r->client_id;
+    h.task_index = task;
+    h.local_step = local_step;
+    h.seq = seq;
+    sr_wire_header_encode(&h, hb);
+    f[0] = hb;
+    len[0] = sizeof(hb);
+    for (int i = 0; i < nbody; i++) {
+        f[i + 1] = body[i];
+        len[i + 1] = blen[i];
+    }
+    raw_send_frames(r, f, len, nbody + 1);
+}
+
+/* Receive one reply within timeout_ms; 0 if one came. */
+static int
+raw_recv(raw *r, int timeout_ms)
+{
+    zmq_pollitem_t it = {r->sock, 0, ZMQ_POLLIN, 0};
+    uint8_t        hb[SR_WIRE_HEADER_BYTES + 8];
+    int            more = 1, n;
+
+    if (zmq_poll(&it, 1, timeout_ms) <= 0) {
+        return -1;
+    }
+    n = zmq_recv(r->sock, hb, sizeof(hb), 0);
+    assert_sr_ok(sr_wire_header_decode(hb, (size_t)n, &r->rh));
+    size_t sz = sizeof(more);
+    zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &sz);
+    r->nbody = 0;
+    while (more) {
+        n = zmq_recv(r->sock, r->body[r->nbody < 2 ? r->nbody : 1], sizeof(r->body[0]), 0);
+        if (r->nbody < 2) {
+            r->body_len[r->nbody] = (size_t)(n < (int)sizeof(r->body[0]) ? n : 4095);
+            r->nbody++;
+        }
+        zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &sz);
+    }
+    return 0;
+}
+
+static void
+raw_hello(raw *r, int task)
+{
+    raw_send(r, SR_MSG_HELLO, task, 0, 0, NULL, NULL, 0);
+    assert_int_equal(raw_recv(r, 10000), 0);
+    assert_int_equal(r->rh.status, SR_OK);
+    r->incarnation = r->rh.incarnation;
+}
+
+static void
+raw_push(raw *r, int task, const char *name, int dtype, const void *g, size_t len,
+         int64_t step, uint64_t seq)
+{
+    sr_wire_pushdesc p;
+    uint8_t          pd[SR_WIRE_BODY_MAX];
+    memset(&p, 0, sizeof(p));
+    snprintf(p.name, sizeof(p.name), "%s", name);
+    p.dtype = (uint8_t)dtype;
+    p.count = len;
+    const void *body[2] = {pd, g};
+    size_t      blen[2] = {sr_wire_pushdesc_encode(&p, pd, sizeof(pd)), len};
+    raw_send(r, SR_MSG_PUSH, task, step, seq, body, blen, 2);
+}
+
+static int
+push_outcome(raw *r)
+{
+    sr_wire_push_rep rep;
+    assert_int_equal(raw_recv(r, 10000), 0);
+    assert_int_equal(r->rh.status, SR_OK);
+    assert_sr_ok(sr_wire_push_rep_decode(r->body[0], r->body_len[0], &rep));
+    return rep.outcome;
+}
+
+static double
+pull_x(sr_client *c)
+{
+    double x = -1;
+    assert_sr_ok(sr_client_pull(c, "x", &x, sizeof(x)));
+    return x;
+}
+
+/* A chief with x = 10 (float64) and an int64 counter, R = 2. */
+static sr_client *
+setup(sr_harness *h, const char *tag, const char *R)
+{
+    const double  x0 = 10.0;
+    const int64_t n0 = 7;
+    sr_client    *chief;
+
+    sr_harness_init(h, tag);
+    sr_harness_start(h, "--replicas-to-aggregate", R, "--learning-rate", "1.0", NULL);
+    chief = sr_harness_client(h, 0);
+    assert_sr_ok(sr_client_declare(chief, "x", SR_FLOAT64, 0, NULL, &x0));
+    assert_sr_ok(sr_client_declare(chief, "n", SR_INT64, 0, NULL, &n0));
+    assert_sr_ok(sr_client_ready(chief));
+    return chief;
+}
+
+static void
+test_protocol_resent_push_counted_once(void **state)
+{
+    sr_harness   h;
+    sr_client   *chief = setup(&h, "dup", "2");
+    raw          r;
+    const double g1 = 2.0, g2 = 4.0;
+    int64_t      gs;
+    (void)state;
+
+    raw_open(&r, h.endpoint, 0x1111);
+    raw_hello(&r, 1);
+    raw_push(&r, 1, "x", SR_FLOAT64, &g1, sizeof(g1), 0, 1);
+    assert_int_equal(push_outcome(&r), SR_PUSH_ACCEPTED);
+    /* The same (client, seq) again, as a client resending after a timeout. */
+    raw_push(&r, 1, "x", SR_FLOAT64, &g1, sizeof(g1), 0, 1);
+    assert_int_equal(push_outcome(&r), SR_PUSH_DUPLICATE);
+    assert_sr_ok(sr_client_global_step(chief, &gs));
+    assert_int_equal(gs, 0); /* one of R = 2 so far */
+    assert_sr_ok(sr_client_push(chief, "x", &g2, sizeof(g2)));
+    assert_sr_ok(sr_client_global_step(chief, &gs));
+    assert_int_equal(gs, 1);
+    assert_true(pull_x(chief) == 10.0 - (2.0 + 4.0) / 2);
+    raw_close(&r);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
+/* `syncrep status --json` into out; 0 on success. */
+static int
+status_json(sr_harness *h, char *out, size_t cap)
+{
+    char   cmd[1200];
+    FILE  *p;
+    size_t n;
+
+    snprintf(cmd, sizeof(cmd), "%s status --connect %s --json", sr_test_syncrep_bin(),
+             h->endpoint);
+    if ((p = popen(cmd, "r")) == NULL) {
+        return -1;
+    }
+    n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    return pclose(p) == 0 ? 0 : -1;
+}
+
+static int
+task1_not_waiting(void *arg)
+{
+    char        out[8192];
+    const char *w;
+    if (status_json(arg, out, sizeof(out)) != 0 || (w = strstr(out, "\"task_index\":1,")) == NULL) {
+        return 0;
+    }
+    return strstr(w, "\"waiting_for_token\":false") != NULL;
+}
+
+static void *
+step_thread(void *arg)
+{
+    sr_client *c = arg;
+    intptr_t   rc = sr_client_step(c);
+    return (void *)rc;
+}
+
+static void
+test_protocol_parked_token_of_vanished_peer_not_lost(void **state)
+{
+    sr_harness h;
+    sr_client *chief = setup(&h, "park", "1");
+    raw        r;
+    int64_t    gs;
+    (void)state;
+
+    /* One init token (R = 1).  The chief takes it. */
+    assert_sr_ok(sr_client_step(chief));
+    /* A peer asks for a token (none left: it is parked), then vanishes. */
+    raw_open(&r, h.endpoint, 0x2222);
+    raw_hello(&r, 1);
+    raw_send(&r, SR_MSG_TOKEN, 1, 0, 0, NULL, NULL, 0);
+    assert_int_equal(raw_recv(&r, 300), -1); /* parked: no answer */
+    raw_close(&r);
+    /* The coordinator drops the request once the peer is gone: at once when
+     * ZeroMQ reports it unreachable, at the latest when it stops pinging. */
+    assert_true(sr_test_wait_until(task1_not_waiting, &h, 20000));
+    /* The next step's tokens (max(N, R) = 1) must reach the chief, not the
+     * vanished peer: the chief pushes, applies step 1, and gets its token. */
+    const double g = 1.0;
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));
+    pthread_t t;
+    void     *ret;
+    assert_int_equal(pthread_create(&t, NULL, step_thread, chief), 0);
+    pthread_join(t, &ret);
+    assert_int_equal((intptr_t)ret, SR_OK);
+    assert_sr_ok(sr_client_global_step(chief, &gs));
+    assert_int_equal(gs, 1);
+    assert_int_equal(sr_client_local_step(chief), 1);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
+static void
+expect_error(raw *r, int code)
+{
+    assert_int_equal(raw_recv(r, 10000), 0);
+    if (r->rh.status != code) {
+        fprintf(stderr, "status %d (%s): %.*s\n", r->rh.status, sr_errname(r->rh.status),
+                (int)r->body_len[0], (const char *)r->body[0]);
+    }
+    assert_int_equal(r->rh.status, code);
+    assert_true(r->nbody >= 1 && r->body_len[0] > 0); /* the error text */
+}
+
+static void
+test_protocol_bad_messages_answered_and_change_nothing(void **state)
+{
+    sr_harness   h;
+    sr_client   *chief = setup(&h, "bad", "1");
+    raw          r;
+    const double g = 1.0, nan_g = 0.0 / 0.0;
+    const float  gf = 1.0f;
+    const int64_t gi = 1;
+    int64_t      gs;
+    (void)state;
+
+    raw_open(&r, h.endpoint, 0x3333);
+    raw_hello(&r, 1);
+
+    /* Garbage and a short header: no header to answer to; dropped. */
+    const void *junk[1] = {"not a syncrep message at all......"};
+    size_t      jlen[1] = {30};
+    raw_send_frames(&r, junk, jlen, 1);
+    const void *shorth[1] = {"SRP1"};
+    size_t      slen[1] = {4};
+    raw_send_frames(&r, shorth, slen, 1);
+    assert_int_equal(raw_recv(&r, 300), -1);
+
+    /* Unknown variable, wrong dtype, wrong size, not trainable, NaN. */
+    raw_push(&r, 1, "nope", SR_FLOAT64, &g, sizeof(g), 0, 1);
+    expect_error(&r, SR_ENOENT);
+    raw_push(&r, 1, "x", SR_FLOAT32, &gf, sizeof(gf), 0, 2);
+    expect_error(&r, SR_EINVAL);
+    raw_push(&r, 1, "x", SR_FLOAT64, &g, 4, 0, 3);
+    expect_error(&r, SR_EINVAL);
+    raw_push(&r, 1, "n", SR_INT64, &gi, sizeof(gi), 0, 4);
+    expect_error(&r, SR_EINVAL);
+    raw_push(&r, 1, "x", SR_FLOAT64, &nan_g, sizeof(nan_g), 0, 5);
+    expect_error(&r, SR_ENONFINITE);
+    /* A push with a missing data frame, and an unreadable descriptor. */
+    const void *b1[1] = {"\x01\x00x\x02"};
+    size_t      l1[1] = {4};
+    raw_send(&r, SR_MSG_PUSH, 1, 0, 6, b1, l1, 1);
+    expect_error(&r, SR_EPROTO);
+    /* A request for another incarnation. */
+    r.incarnation += 7;
+    raw_push(&r, 1, "x", SR_FLOAT64, &g, sizeof(g), 0, 7);
+    expect_error(&r, SR_ESTALE);
+    r.incarnation -= 7;
+    /* A non-chief declaring a variable the chief never declared. */
+    sr_wire_vardesc vd;
+    uint8_t         vb[SR_WIRE_BODY_MAX];
+    memset(&vd, 0, sizeof(vd));
+    snprintf(vd.name, sizeof(vd.name), "intruder");
+    vd.dtype = SR_FLOAT32;
+    const void *db[1] = {vb};
+    size_t      dl[1] = {sr_wire_vardesc_encode(&vd, vb, sizeof(vb))};
+    raw_send(&r, SR_MSG_DECLARE, 1, 0, 0, db, dl, 1);
+    expect_error(&r, SR_ENOENT);
+
+    /* Nothing changed: no step applied, x as declared; and the coordinator
+     * still serves: one good push (R = 1) applies a step. */
+    assert_sr_ok(sr_client_global_step(chief, &gs));
+    assert_int_equal(gs, 0);
+    assert_true(pull_x(chief) == 10.0);
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));
+    assert_sr_ok(sr_client_global_step(chief, &gs));
+    assert_int_equal(gs, 1);
+    assert_true(pull_x(chief) == 9.0);
+
+    /* The chief re-declaring x with another shape or dtype: refused. */
+    const int64_t shape[1] = {2};
+    const double  two[2] = {0, 0};
+    raw_close(&r);
+    sr_client *chief2 = sr_harness_client(&h, 0);
+    assert_sr_err(sr_client_declare(chief2, "x", SR_FLOAT64, 1, shape, two), SR_EEXIST);
+    assert_non_null(strstr(sr_client_error(chief2), "float64[]"));
+    assert_sr_err(sr_client_declare(chief2, "x", SR_FLOAT32, 0, NULL, &gf), SR_EEXIST);
+    assert_true(pull_x(chief) == 9.0);
+    /* A pull into a buffer of the wrong size is refused by the client. */
+    float small;
+    assert_sr_err(sr_client_pull(chief, "x", &small, sizeof(small)), SR_EINVAL);
+
+    sr_client_close(chief2);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
+static void
+test_protocol_status_reports_workers_and_counts(void **state)
+{
+    sr_harness   h;
+    sr_client   *chief = setup(&h, "status", "1");
+    const double g = 1.0;
+    char         cmd[1200], out[8192];
+    FILE        *p;
+    size_t       n;
+    (void)state;
+
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));  /* accepted: step 1 */
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));  /* stale: still local 0 */
+    assert_int_equal(status_json(&h, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "\"global_step\":1"));
+    assert_non_null(strstr(out, "\"replicas_to_aggregate\":1"));
+    assert_non_null(strstr(out, "\"task_index\":0"));
+    assert_non_null(strstr(out, "\"accepted\":1,\"stale\":1,\"duplicate\":0"));
+    /* The human form names the columns. */
+    snprintf(cmd, sizeof(cmd), "%s status --connect %s", sr_test_syncrep_bin(), h.endpoint);
+    p = popen(cmd, "r");
+    n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    assert_non_null(strstr(out, "global step 1"));
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_protocol_resent_push_counted_once),
+        cmocka_unit_test(test_protocol_parked_token_of_vanished_peer_not_lost),
+        cmocka_unit_test(test_protocol_bad_messages_answered_and_change_nothing),
+        cmocka_unit_test(test_protocol_status_reports_workers_and_counts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
