@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -103,6 +104,8 @@ sr_test_spawn(char *const argv[], const char *log_path)
     }
     if (pid == 0) {
         setpgid(0, 0);
+        /* If the test dies (a ctest timeout), its children die with it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (log_path != NULL) {
             int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
             if (fd >= 0) {
