@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chaos/chaos.h"
 #include "cli/cli.h"
 
 static const struct {
@@ -14,6 +15,8 @@ static const struct {
     const char *what;
 } commands[] = {
     {"coordinator", sr__cli_coordinator, "run the coordinator (parameter server) on a store"},
+    {"chaos", sr__chaos_main, "kill and restart a real job at random; verify nothing was lost"},
+    {"chaos-worker", sr__chaos_worker_cli, "the chaos harness's deterministic worker"},
     {"status", sr__cli_status, "ask a running coordinator for its state"},
     {"store", sr__cli_store, "inspect, verify or export a store (inspect|verify|export)"},
 };

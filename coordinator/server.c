@@ -78,6 +78,7 @@ typedef struct coord {
     uint64_t             incarnation;
     int64_t              global_step;
     int64_t              committed_step;
+    int64_t              restored_step;  /* the global step this incarnation started at */
     int                  model_ready;
     cvar                *vars;
     size_t               nvars, cap_vars;
@@ -1151,11 +1152,12 @@ status_json(coord *c, sr_strbuf *b)
 
     sr_strbuf_printf(b,
                      "{\"incarnation\":%" PRIu64 ",\"global_step\":%" PRId64
-                     ",\"committed_step\":%" PRId64 ",\"model_ready\":%s,"
+                     ",\"committed_step\":%" PRId64 ",\"restored_step\":%" PRId64
+                     ",\"model_ready\":%s,"
                      "\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
                      "\"steps_per_s\":%.3f,\"tokens_available\":%zu,\"malformed\":%" PRIu64
                      ",\"accumulators\":[",
-                     c->incarnation, c->global_step, c->committed_step,
+                     c->incarnation, c->global_step, c->committed_step, c->restored_step,
                      c->model_ready ? "true" : "false", c->o->R, c->o->N,
                      sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed);
     int first = 1;
@@ -1222,21 +1224,26 @@ coord_start(coord *c)
     if ((rc = sr_store_open(o->store_path, &so, &c->st)) != SR_OK) {
         return rc;
     }
+    /* The new incarnation first, so a rewind is recorded as its own. */
+    if ((rc = sr_store_new_incarnation(c->st, &c->incarnation)) != SR_OK) {
+        return rc;
+    }
     if (o->resume_from_step >= 0) {
         sr_store_info before;
         if ((rc = sr_store_get_info(c->st, &before)) != SR_OK ||
             (rc = sr_store_rewind(c->st, o->resume_from_step)) != SR_OK) {
             return rc;
         }
-        SR_LOG(SR_LOG_NOTICE, "COORD-REWIND", "store=%s from_step=%" PRId64 " to_step=%" PRId64,
-               o->store_path, before.global_step, o->resume_from_step);
+        SR_LOG(SR_LOG_NOTICE, "COORD-REWIND",
+               "store=%s incarnation=%" PRIu64 " from_step=%" PRId64 " to_step=%" PRId64,
+               o->store_path, c->incarnation, before.global_step, o->resume_from_step);
     }
-    if ((rc = sr_store_new_incarnation(c->st, &c->incarnation)) != SR_OK ||
-        (rc = sr_store_get_info(c->st, &info)) != SR_OK) {
+    if ((rc = sr_store_get_info(c->st, &info)) != SR_OK) {
         return rc;
     }
     c->global_step = info.global_step;
     c->committed_step = info.global_step;
+    c->restored_step = info.global_step;
     sr_strbuf_init(&cfg);
     sr_strbuf_printf(&cfg,
                      "{\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","

@@ -42,6 +42,10 @@ typedef struct {
     int      keep_checkpoints; /* retained restorable steps; 0 = 3 */
     int64_t  max_page_count;   /* 0 = unlimited; tests use it to simulate a full disk */
     int      skip_quick_check; /* 1 = do not run PRAGMA quick_check on open (huge files) */
+    int64_t  wal_checkpoint_bytes; /* added: copy the WAL into the main file once it holds
+                                      this much; 0 = 512 MiB.  Bigger = fewer, cheaper
+                                      checkpoints (a page rewritten by several commits is
+                                      copied once) and a bigger -wal file on disk */
 } sr_store_opts;
 
 /* What the store says about itself. */
@@ -128,12 +132,27 @@ void sr_store_close(sr_store *st);
 /* The handle's last failure text ("" if none). */
 const char *sr_store_errmsg(const sr_store *st);
 
-/* Start a new coordinator incarnation: increment and return it, durably. */
+/* Start a new coordinator incarnation: increment and return it, durably.
+ * Also records it (see sr_store_list_incarnations) with the current global
+ * step as its restored step. */
 sr_err sr_store_new_incarnation(sr_store *st, uint64_t *out);
+
+/* Added: one coordinator incarnation as recorded by sr_store_new_incarnation. */
+typedef struct {
+    uint64_t    incarnation;
+    int64_t     restored_step;     /* the global step it started from */
+    int64_t     started_ms;        /* wall clock */
+    const char *config;            /* the JSON text it stored with sr_store_set_config,
+                                      "" if none; points into the same allocation */
+} sr_store_incarnation;
+/* Added: every recorded incarnation, ascending (rewinds do not remove any).
+ * *out is one malloc'd block, strings included: free(*out) frees it all. */
+sr_err sr_store_list_incarnations(sr_store *st, sr_store_incarnation **out, size_t *n);
 
 sr_err sr_store_get_info(sr_store *st, sr_store_info *out);
 
-/* Informational: the configuration last used, as a JSON object text. */
+/* Informational: the configuration last used, as a JSON object text (also
+ * recorded on the newest incarnation's record). */
 sr_err sr_store_set_config(sr_store *st, const char *json);
 /* *out is malloc'd (caller frees); "" when never set. */
 sr_err sr_store_get_config(sr_store *st, char **out);

@@ -1,0 +1,65 @@
+/*
+ * The chaos harness: starts a real coordinator and real workers, kills,
+ * stops and restarts them on a seeded schedule, resizes the job, and then
+ * verifies from the store that nothing was lost (docs/chaos.md).
+ */
+#ifndef SR_CHAOS_H
+#define SR_CHAOS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coordinator/coord_int.h"
+#include "core/error.h"
+#include "store/store.h"
+
+/* `syncrep chaos ...` and `syncrep chaos-worker ...` (argv[0] = the command). */
+int sr__chaos_main(int argc, char **argv);
+int sr__chaos_worker_cli(int argc, char **argv);
+int sr__chaos_worker_main(const char *endpoint, int task, uint64_t seed, int timeout_ms);
+
+/* One coordinator incarnation as recorded in the store. */
+typedef struct {
+    uint64_t incarnation;
+    int64_t  restored_step;   /* the global step it started from */
+    int      R;               /* replicas to aggregate in force */
+    int      rewound;         /* started with --resume-from-step */
+} sr_chaos_inc;
+
+/* Everything the verifier judges, loaded from the store (and the harness's
+ * observations).  Tests build or alter one to check the verifier fails. */
+typedef struct {
+    uint64_t          seed;
+    sr_optim          optim;
+    int64_t           global_step;
+    sr_store_contrib *log;            /* ordered by (step, var_id, pos) */
+    size_t            nlog;
+    int64_t           var_id[8];      /* store id of each chaos variable */
+    void             *value[8];       /* stored values */
+    void             *slot[8][3];     /* stored slots, sr__optim_slots order */
+    const char       *slot_name[3];
+    int               nslots;
+    sr_chaos_inc     *incs;           /* ascending incarnation */
+    size_t            nincs;
+    int64_t          *min_restore;    /* per incarnation i >= 1: the least step
+                                         incarnation i may restore (the largest
+                                         committed step observed before it), or -1 */
+} sr_chaos_evidence;
+
+typedef struct {
+    const char *name;
+    int         passed;
+    char        detail[512];
+} sr_chaos_check;
+
+#define SR_CHAOS_NCHECKS 4 /* replay, strictness, exactly_r, no_lost_commits */
+
+/* Load the evidence from a store (read-only).  Free with sr_chaos_evidence_free. */
+sr_err sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim,
+                     sr_chaos_evidence *out);
+void   sr_chaos_evidence_free(sr_chaos_evidence *e);
+
+/* Judge the evidence; fills checks[SR_CHAOS_NCHECKS]; returns 1 if all pass. */
+int sr_chaos_verify(const sr_chaos_evidence *e, sr_chaos_check *checks);
+
+#endif

@@ -1,0 +1,385 @@
+/*
+ * The chaos verifier: from the store alone (plus the committed steps the
+ * harness saw before each restart) it proves that nothing was lost.
+ *
+ *   replay           re-apply every logged step from the initial values,
+ *                    recomputing each contribution's gradient, through the
+ *                    coordinator's own accumulator and optimizer kernels;
+ *                    the result must equal the stored variables and slots
+ *                    bit for bit
+ *   strictness       every contribution was computed at the step it was
+ *                    applied in
+ *   exactly_r        every variable got exactly R contributions at every
+ *                    step, R as in force in the incarnation that applied it
+ *   no_lost_commits  no incarnation restored a step older than one already
+ *                    committed before it started (an operator's
+ *                    --resume-from-step excepted: that is a recorded rewind)
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chaos/chaos.h"
+#include "chaos/chaos_model.h"
+#include "core/dtype.h"
+
+void
+sr_chaos_evidence_free(sr_chaos_evidence *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    free(e->log);
+    for (int v = 0; v < 8; v++) {
+        free(e->value[v]);
+        for (int s = 0; s < 3; s++) {
+            free(e->slot[v][s]);
+        }
+    }
+    free(e->incs);
+    free(e->min_restore);
+    memset(e, 0, sizeof(*e));
+}
+
+static int
+config_int(const char *json, const char *key, int dflt)
+{
+    char        pat[80];
+    const char *p;
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    if (json == NULL || (p = strstr(json, pat)) == NULL) {
+        return dflt;
+    }
+    return atoi(p + strlen(pat));
+}
+
+sr_err
+sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim,
+              sr_chaos_evidence *out)
+{
+    sr_store             *st = NULL;
+    sr_store_opts         o;
+    sr_store_info         info;
+    sr_store_var         *vars = NULL;
+    sr_store_incarnation *incs = NULL;
+    sr_store_rewind_rec  *rw = NULL;
+    size_t                nvars = 0, nincs = 0, nrw = 0;
+    const sr_chaos_var   *cv = sr_chaos_vars();
+    sr_err                rc;
+
+    memset(out, 0, sizeof(*out));
+    memset(&o, 0, sizeof(o));
+    o.readonly = 1;
+    out->seed = seed;
+    out->optim = *optim;
+    out->nslots = sr__optim_slots(optim, out->slot_name);
+    if ((rc = sr_store_open(store_path, &o, &st)) != SR_OK ||
+        (rc = sr_store_get_info(st, &info)) != SR_OK ||
+        (rc = sr_store_list_vars(st, &vars, &nvars)) != SR_OK ||
+        (rc = sr_store_read_log(st, 0, info.global_step, &out->log, &out->nlog)) != SR_OK ||
+        (rc = sr_store_list_incarnations(st, &incs, &nincs)) != SR_OK ||
+        (rc = sr_store_list_rewinds(st, &rw, &nrw)) != SR_OK) {
+        goto out;
+    }
+    out->global_step = info.global_step;
+    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        size_t bytes = sr_chaos_bytes(&cv[v]);
+        size_t k;
+        for (k = 0; k < nvars && strcmp(vars[k].name, cv[v].name) != 0; k++) {
+        }
+        if (k == nvars) {
+            rc = sr_fail(SR_ENOENT, "%s: no variable %s (was the chief ever up?)", store_path,
+                         cv[v].name);
+            goto out;
+        }
+        out->var_id[v] = vars[k].id;
+        if ((out->value[v] = malloc(bytes)) == NULL) {
+            rc = sr_fail(SR_ENOMEM, "chaos evidence");
+            goto out;
+        }
+        if ((rc = sr_store_read_tensor(st, vars[k].id, "", -1, out->value[v], bytes)) != SR_OK) {
+            goto out;
+        }
+        for (int s = 0; s < out->nslots; s++) {
+            if ((out->slot[v][s] = calloc(1, bytes)) == NULL) {
+                rc = sr_fail(SR_ENOMEM, "chaos evidence");
+                goto out;
+            }
+            rc = sr_store_read_tensor(st, vars[k].id, out->slot_name[s], -1, out->slot[v][s],
+                                      bytes);
+            if (rc == SR_ENOENT && out->global_step == 0) {
+                rc = SR_OK; /* nothing applied yet: no slot was ever written */
+            } else if (rc != SR_OK) {
+                goto out;
+            }
+        }
+    }
+    if ((out->incs = calloc(nincs + 1, sizeof(*out->incs))) == NULL ||
+        (out->min_restore = calloc(nincs + 1, sizeof(*out->min_restore))) == NULL) {
+        rc = sr_fail(SR_ENOMEM, "chaos evidence");
+        goto out;
+    }
+    for (size_t i = 0; i < nincs; i++) {
+        out->incs[i].incarnation = incs[i].incarnation;
+        out->incs[i].restored_step = incs[i].restored_step;
+        out->incs[i].R = config_int(incs[i].config, "replicas_to_aggregate", 0);
+        for (size_t k = 0; k < nrw; k++) {
+            if (rw[k].incarnation == incs[i].incarnation) {
+                out->incs[i].rewound = 1;
+            }
+        }
+        out->min_restore[i] = -1;
+    }
+    out->nincs = nincs;
+out:
+    free(vars);
+    free(incs);
+    free(rw);
+    sr_store_close(st);
+    if (rc != SR_OK) {
+        sr_chaos_evidence_free(out);
+    }
+    return rc;
+}
+
+/* The incarnation that applied step s on the surviving branch: the last
+ * one that started at or before s. */
+static const sr_chaos_inc *
+inc_for_step(const sr_chaos_evidence *e, int64_t s)
+{
+    const sr_chaos_inc *best = NULL;
+    for (size_t i = 0; i < e->nincs; i++) {
+        if (e->incs[i].restored_step <= s) {
+            best = &e->incs[i];
+        }
+    }
+    return best;
+}
+
+static void
+set(sr_chaos_check *c, const char *name, int passed)
+{
+    c->name = name;
+    c->passed = passed;
+    if (passed) {
+        snprintf(c->detail, sizeof(c->detail), "ok");
+    }
+}
+
+static void
+check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_check *exact)
+{
+    size_t i = 0;
+
+    set(strict, "strictness", 1);
+    set(exact, "exactly_r", 1);
+    for (int64_t s = 0; s < e->global_step; s++) {
+        const sr_chaos_inc *inc = inc_for_step(e, s);
+        for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+            int count = 0;
+            for (size_t k = i; k < e->nlog && e->log[k].step == s; k++) {
+                if (e->log[k].var_id != e->var_id[v]) {
+                    continue;
+                }
+                count++;
+                if (e->log[k].local_step != s && strict->passed) {
+                    strict->passed = 0;
+                    snprintf(strict->detail, sizeof(strict->detail),
+                             "step %" PRId64 " variable %s: contribution %d of task %d was "
+                             "computed at step %" PRId64,
+                             s, sr_chaos_vars()[v].name, e->log[k].pos, e->log[k].task_index,
+                             e->log[k].local_step);
+                }
+            }
+            int want = inc ? inc->R : -1;
+            if (count != want && exact->passed) {
+                exact->passed = 0;
+                snprintf(exact->detail, sizeof(exact->detail),
+                         "step %" PRId64 " variable %s: %d contributions, R in force %d "
+                         "(incarnation %" PRIu64 ")",
+                         s, sr_chaos_vars()[v].name, count, want, inc ? inc->incarnation : 0);
+            }
+        }
+        while (i < e->nlog && e->log[i].step == s) {
+            i++;
+        }
+    }
+    if (i != e->nlog && exact->passed) {
+        exact->passed = 0;
+        snprintf(exact->detail, sizeof(exact->detail),
+                 "%zu step-log rows beyond the global step %" PRId64, e->nlog - i, e->global_step);
+    }
+}
+
+static void
+check_commits(const sr_chaos_evidence *e, sr_chaos_check *c)
+{
+    set(c, "no_lost_commits", 1);
+    for (size_t i = 1; i < e->nincs; i++) {
+        const sr_chaos_inc *inc = &e->incs[i];
+        if (inc->rewound) {
+            continue; /* an operator's explicit rewind, recorded in the store */
+        }
+        if (inc->restored_step < e->incs[i - 1].restored_step) {
+            c->passed = 0;
+            snprintf(c->detail, sizeof(c->detail),
+                     "incarnation %" PRIu64 " restored step %" PRId64 ", older than incarnation %"
+                     PRIu64 "'s start %" PRId64,
+                     inc->incarnation, inc->restored_step, e->incs[i - 1].incarnation,
+                     e->incs[i - 1].restored_step);
+            return;
+        }
+        if (e->min_restore != NULL && e->min_restore[i] >= 0 &&
+            inc->restored_step < e->min_restore[i]) {
+            c->passed = 0;
+            snprintf(c->detail, sizeof(c->detail),
+                     "incarnation %" PRIu64 " restored step %" PRId64 " but step %" PRId64
+                     " had been committed before it started",
+                     inc->incarnation, inc->restored_step, e->min_restore[i]);
+            return;
+        }
+    }
+}
+
+/* The first differing element, described. */
+static void
+describe_mismatch(char *buf, size_t len, int64_t step, const char *var, const char *slot,
+                  int dtype, const void *want, const void *have, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        size_t es = sr_dtype_size(dtype);
+        if (memcmp((const char *)want + i * es, (const char *)have + i * es, es) != 0) {
+            double w = dtype == SR_FLOAT32 ? ((const float *)want)[i] : ((const double *)want)[i];
+            double h = dtype == SR_FLOAT32 ? ((const float *)have)[i] : ((const double *)have)[i];
+            snprintf(buf, len,
+                     "after step %" PRId64 ": %s%s%s element %" PRIu64
+                     ": replay %.9g, stored %.9g",
+                     step, var, *slot ? "/" : "", slot, i, w, h);
+            return;
+        }
+    }
+}
+
+static void
+check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
+{
+    const sr_chaos_var *cv = sr_chaos_vars();
+    void               *val[SR_CHAOS_NVARS] = {0}, *slot[SR_CHAOS_NVARS][3] = {{0}};
+    uint8_t             grad[4096];
+    int64_t             idx[SR_CHAOS_SPARSE_ROWS];
+    size_t              i = 0;
+    int                 ema_slot = -1, s1 = -1, s2 = -1;
+
+    set(c, "replay", 1);
+    for (int k = 0; k < e->nslots; k++) {
+        if (strcmp(e->slot_name[k], "ema") == 0) {
+            ema_slot = k;
+        } else if (strcmp(e->slot_name[k], "adam_v") == 0) {
+            s2 = k;
+        } else {
+            s1 = k;
+        }
+    }
+    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        size_t bytes = sr_chaos_bytes(&cv[v]);
+        val[v] = malloc(bytes);
+        for (int k = 0; k < e->nslots; k++) {
+            slot[v][k] = calloc(1, bytes);
+        }
+        sr_chaos_init(e->seed, v, val[v]);
+        if (ema_slot >= 0) {
+            memcpy(slot[v][ema_slot], val[v], bytes);
+        }
+    }
+    for (int64_t s = 0; s < e->global_step && c->passed; s++) {
+        sr_accum acc[SR_CHAOS_NVARS];
+        size_t   first = i;
+        while (i < e->nlog && e->log[i].step == s) {
+            i++;
+        }
+        for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+            int      count = 0;
+            uint64_t elems = sr_chaos_elems(&cv[v]);
+            uint64_t rows = cv[v].ndim > 0 ? (uint64_t)cv[v].shape[0] : 1;
+            for (size_t k = first; k < i; k++) {
+                count += e->log[k].var_id == e->var_id[v];
+            }
+            if (count == 0) {
+                c->passed = 0;
+                snprintf(c->detail, sizeof(c->detail),
+                         "step %" PRId64 ": no logged contribution for %s", s, cv[v].name);
+                for (int w = 0; w < v; w++) {
+                    sr__accum_destroy(&acc[w]);
+                }
+                goto out;
+            }
+            sr__accum_init(&acc[v], cv[v].dtype, elems, rows, count, s);
+            for (size_t k = first; k < i; k++) {
+                sr_accum_outcome outcome;
+                if (e->log[k].var_id != e->var_id[v]) {
+                    continue;
+                }
+                if (cv[v].sparse) {
+                    sr_chaos_grad_sparse(e->seed, v, e->log[k].task_index, val[v], idx, grad);
+                    sr__accum_push_sparse(&acc[v], idx, grad, SR_CHAOS_SPARSE_ROWS, s,
+                                          e->log[k].task_index, &outcome);
+                } else {
+                    sr_chaos_grad_dense(e->seed, v, e->log[k].task_index, val[v], grad);
+                    sr__accum_push_dense(&acc[v], grad, s, e->log[k].task_index, &outcome);
+                }
+            }
+        }
+        for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+            uint64_t n = sr_chaos_elems(&cv[v]);
+            sr__optim_apply_accum(&e->optim, s + 1, &acc[v], val[v],
+                                  s1 >= 0 ? slot[v][s1] : NULL, s2 >= 0 ? slot[v][s2] : NULL,
+                                  NULL, 0);
+            if (ema_slot >= 0) {
+                if (cv[v].dtype == SR_FLOAT32) {
+                    sr__ema_f32(e->optim.ema_decay, slot[v][ema_slot], val[v], n);
+                } else {
+                    sr__ema_f64(e->optim.ema_decay, slot[v][ema_slot], val[v], n);
+                }
+            }
+            sr__accum_destroy(&acc[v]);
+        }
+    }
+    for (int v = 0; v < SR_CHAOS_NVARS && c->passed; v++) {
+        size_t bytes = sr_chaos_bytes(&cv[v]);
+        if (memcmp(val[v], e->value[v], bytes) != 0) {
+            c->passed = 0;
+            describe_mismatch(c->detail, sizeof(c->detail), e->global_step, cv[v].name, "",
+                              cv[v].dtype, val[v], e->value[v], sr_chaos_elems(&cv[v]));
+        }
+        for (int k = 0; k < e->nslots && c->passed && e->global_step > 0; k++) {
+            if (memcmp(slot[v][k], e->slot[v][k], bytes) != 0) {
+                c->passed = 0;
+                describe_mismatch(c->detail, sizeof(c->detail), e->global_step, cv[v].name,
+                                  e->slot_name[k], cv[v].dtype, slot[v][k], e->slot[v][k],
+                                  sr_chaos_elems(&cv[v]));
+            }
+        }
+    }
+out:
+    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        free(val[v]);
+        for (int k = 0; k < 3; k++) {
+            free(slot[v][k]);
+        }
+    }
+}
+
+int
+sr_chaos_verify(const sr_chaos_evidence *e, sr_chaos_check *checks)
+{
+    check_replay(e, &checks[0]);
+    check_strict_and_r(e, &checks[1], &checks[2]);
+    check_commits(e, &checks[3]);
+    for (int i = 0; i < SR_CHAOS_NCHECKS; i++) {
+        if (!checks[i].passed) {
+            return 0;
+        }
+    }
+    return 1;
+}

@@ -1,0 +1,120 @@
+/*
+ * `syncrep chaos-worker`: the deterministic training program the chaos
+ * harness starts, kills and restarts.  It runs pull -> gradient -> push ->
+ * step forever (until SIGTERM), with gradients from chaos_model.c, and
+ * reconnects when the coordinator has been gone longer than its timeout.
+ */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chaos/chaos.h"
+#include "chaos/chaos_model.h"
+#include "core/clock.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "syncrep/syncrep.h"
+
+static volatile sig_atomic_t worker_stop;
+
+static void
+on_term(int sig)
+{
+    (void)sig;
+    worker_stop = 1;
+}
+
+static int
+declare_all(sr_client *c, uint64_t seed, int task)
+{
+    const sr_chaos_var *vars = sr_chaos_vars();
+    uint8_t             init[4096];
+
+    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        sr_chaos_init(seed, v, init);
+        int rc = sr_client_declare(c, vars[v].name, vars[v].dtype, vars[v].ndim, vars[v].shape,
+                                   task == 0 ? init : NULL);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return sr_client_ready(c);
+}
+
+static int
+one_round(sr_client *c, uint64_t seed, int task)
+{
+    const sr_chaos_var *vars = sr_chaos_vars();
+    uint8_t             val[SR_CHAOS_NVARS][4096], grad[4096];
+    int64_t             idx[SR_CHAOS_SPARSE_ROWS];
+    int                 rc;
+
+    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        if ((rc = sr_client_pull(c, vars[v].name, val[v], sr_chaos_bytes(&vars[v]))) != 0) {
+            return rc;
+        }
+    }
+    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        if (vars[v].sparse) {
+            size_t row = sr_chaos_bytes(&vars[v]) / (size_t)vars[v].shape[0];
+            sr_chaos_grad_sparse(seed, v, task, val[v], idx, grad);
+            rc = sr_client_push_sparse(c, vars[v].name, SR_CHAOS_SPARSE_ROWS, idx, grad,
+                                       SR_CHAOS_SPARSE_ROWS * row);
+        } else {
+            sr_chaos_grad_dense(seed, v, task, val[v], grad);
+            rc = sr_client_push(c, vars[v].name, grad, sr_chaos_bytes(&vars[v]));
+        }
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return sr_client_step(c);
+}
+
+int
+sr__chaos_worker_main(const char *endpoint, int task, uint64_t seed, int timeout_ms)
+{
+    struct sigaction sa;
+    sr_client_options o;
+    int64_t           rounds = 0;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    memset(&o, 0, sizeof(o));
+    o.endpoint = endpoint;
+    o.task_index = task;
+    o.timeout_ms = timeout_ms;
+    while (!worker_stop) {
+        sr_client *c = NULL;
+        int        rc = sr_client_open(&c, &o);
+        if (rc == 0) {
+            rc = declare_all(c, seed, task);
+        }
+        while (rc == 0 && !worker_stop) {
+            rc = one_round(c, seed, task);
+            rounds++;
+        }
+        if (rc != 0 && !worker_stop) {
+            SR_LOG(SR_LOG_WARN, "CHAOS-WORKER-RETRY", "task=%d err=%s detail=\"%s\"", task,
+                   sr_errname(rc), c ? sr_client_error(c) : sr_errdetail());
+            if (rc != SR_ETIMEDOUT && rc != SR_EMSG && rc != SR_ENOTREADY) {
+                sr_client_close(c);
+                return 1; /* a real error: the harness reports it */
+            }
+        }
+        if (c != NULL) {
+            sr_client_stats s;
+            sr_client_stats_get(c, &s);
+            SR_LOG(SR_LOG_NOTICE, "CHAOS-WORKER-STATS",
+                   "task=%d rounds=%" PRId64 " accepted=%" PRIu64 " stale=%" PRIu64
+                   " duplicate=%" PRIu64 " resyncs=%" PRIu64,
+                   task, rounds, s.accepted, s.stale, s.duplicate, s.resyncs);
+        }
+        sr_client_close(c);
+    }
+    return 0;
+}

@@ -1,0 +1,173 @@
+/*
+ * store/ internals shared by store.c (handle, errors, small records),
+ * store_schema.c (identity, pragmas, migrations), store_chunk.c (chunked
+ * tensors, versions, commit, rewind) and store_verify.c.  Only store/ sees
+ * this header; only store/ includes sqlite3.h.  See docs/store.md.
+ */
+#ifndef SR_STORE_INT_H
+#define SR_STORE_INT_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+/* 'SREP': PRAGMA application_id of every syncrep store. */
+#define SR_STORE_APP_ID 0x53524550
+/* meta('format') of every syncrep store. */
+#define SR_STORE_FORMAT "syncrep-store"
+/* New files get this page size (set before the first table exists). */
+#define SR_STORE_PAGE_SIZE 65536
+/* Default sr_store_opts.wal_checkpoint_bytes. */
+#define SR_STORE_DEFAULT_WAL_BYTES ((int64_t)512 << 20)
+/* Largest chunk: SQLite's blob limit is 1e9 bytes; keep well below it. */
+#define SR_STORE_MAX_CHUNK_BYTES (256u << 20)
+
+/* Cached statements.  Prepared once (SQLITE_PREPARE_PERSISTENT) on first use
+ * and reused: the commit loop never calls sqlite3_prepare. */
+typedef enum {
+    STMT_BEGIN,            /* BEGIN (deferred: read snapshots) */
+    STMT_BEGIN_IMMEDIATE,  /* BEGIN IMMEDIATE (every write transaction) */
+    STMT_COMMIT,
+    STMT_ROLLBACK,
+    STMT_META_GET,         /* ?1 key -> value */
+    STMT_META_SET,         /* ?1 key, ?2 value */
+    STMT_DATA_VERSION,     /* PRAGMA data_version */
+    STMT_VARS,             /* all variables, by id */
+    STMT_TENSORS,          /* all tensors, by (var_id, slot) */
+    STMT_VAR_INSERT,
+    STMT_TENSOR_INSERT,
+    STMT_CKPT_TOP,         /* newest ?1 checkpoint steps, descending */
+    STMT_CKPT_ALL,         /* all checkpoint steps, ascending */
+    STMT_CKPT_HAS,         /* ?1 step -> 1 row if retained */
+    STMT_CKPT_PUT,         /* ?1 step, ?2 created_ms */
+    STMT_CKPT_PRUNE,       /* drop checkpoints < ?1 */
+    STMT_CHUNK_VERSIONS,   /* ?1 tensor, ?2 idx -> (step, data_id) ascending */
+    STMT_CHUNK_RESTEP,     /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step */
+    STMT_CHUNK_INSERT,     /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id */
+    STMT_DATA_INSERT,      /* zeroblob(?1) -> rowid */
+    STMT_VERSION_PRUNE,    /* drop versions no retained step >= ?1 needs */
+    STMT_CHUNK_AT,         /* ?1 tensor, ?2 idx, ?3 step -> newest data_id <= step */
+    STMT_WORKER_UPSERT,
+    STMT_LOG_PUT,
+    STMT_COUNT
+} store_stmt_id;
+
+/* A variable as the commit path needs it (cached on the handle). */
+typedef struct {
+    sr_store_var v;        /* the public record (id, dtype, shape, chunk_bytes ...) */
+    uint64_t     nchunks;  /* ceil(nbytes / chunk_bytes); 0 for an empty tensor */
+} store_var;
+
+/* A stored tensor: a variable's value (slot "") or one optimizer slot. */
+typedef struct {
+    int64_t id;
+    int64_t var_id;
+    char   *slot;          /* malloc'd; "" = the value */
+    int64_t created_step;  /* first step it was written at */
+} store_tensor;
+
+struct sr_store {
+    sqlite3      *db;
+    char         *path;                  /* as given to sr_store_open */
+    sr_store_opts opts;                  /* with defaults filled in */
+    sqlite3_stmt *stmt[STMT_COUNT];      /* lazily prepared, see store_stmt_id */
+    char          errmsg[1024];          /* last failure text ("" if none) */
+    sr_err        sticky;                /* != SR_OK: state in doubt, refuse all */
+    int           in_write;              /* the open transaction is BEGIN IMMEDIATE */
+
+    /* Variable/tensor cache, sorted by id and (var_id, slot).  Dropped after
+     * any own schema-changing transaction and whenever another connection
+     * committed (PRAGMA data_version changed). */
+    int           cache_ok;
+    int64_t       cache_data_version;
+    store_var    *vars;
+    size_t        nvars;
+    store_tensor *tensors;
+    size_t        ntensors;
+
+    /* Commit-path buffers, reused so a commit does not allocate. */
+    int64_t      *scratch;               /* chunk version list: (step, data_id) pairs */
+    size_t        scratch_cap;           /* pairs */
+    int64_t      *keep;                  /* retained steps, keep_checkpoints entries */
+    void         *keys;                  /* duplicate-tensor check, keys_cap bytes */
+    size_t        keys_cap;
+};
+
+/* --- store.c --------------------------------------------------------- */
+
+/* Convert a SQLite result code (and sqlite3_errmsg) into an sr_err with the
+ * detail "PATH: what: message (code)".  The one place SQLite errors are
+ * translated.  rc must not be SQLITE_OK/ROW/DONE. */
+sr_err sr__store_sqlerr(sr_store *st, int rc, const char *what);
+/* Record a failure on the handle: sr_fail + copy into st->errmsg. */
+sr_err sr__store_fail(sr_store *st, sr_err e, const char *fmt, ...) SR_PRINTF(3, 4);
+/* Copy sr_errdetail() into the handle for a failing rc; returns rc. */
+sr_err sr__store_ret(sr_store *st, sr_err rc);
+/* The sticky error, re-recorded as this thread's detail; SR_OK if none. */
+sr_err sr__store_check(sr_store *st);
+
+/* The cached statement `id`, reset and with bindings cleared. */
+sr_err sr__store_stmt(sr_store *st, store_stmt_id id, sqlite3_stmt **out);
+/* Run a cached statement that returns no rows (or ignores them). */
+sr_err sr__store_run(sr_store *st, sqlite3_stmt *s, const char *what);
+/* Run SQL text once (schema, pragmas). */
+sr_err sr__store_exec(sr_store *st, const char *sql);
+/* A single-integer query (PRAGMA user_version, counts ...). */
+sr_err sr__store_query_i64(sr_store *st, const char *sql, int64_t *out);
+
+/* Transactions.  begin_write takes the write lock (BEGIN IMMEDIATE).
+ * sr__store_end commits when rc == SR_OK, else rolls back; a failed COMMIT
+ * that cannot be rolled back, or a failed ROLLBACK, makes the handle sticky.
+ * Returns the final code (rc, or the COMMIT failure). */
+sr_err sr__store_begin_read(sr_store *st);
+sr_err sr__store_begin_write(sr_store *st);
+sr_err sr__store_end(sr_store *st, sr_err rc);
+
+/* meta table values. */
+sr_err sr__store_meta_i64(sr_store *st, const char *key, int64_t *out);
+sr_err sr__store_meta_set_i64(sr_store *st, const char *key, int64_t v);
+
+/* The variable/tensor cache, (re)loaded when stale.  Call inside a
+ * transaction.  Lookups return NULL when absent. */
+sr_err           sr__store_cache_load(sr_store *st);
+void             sr__store_cache_drop(sr_store *st);
+const store_var *sr__store_var(const sr_store *st, int64_t var_id);
+const store_tensor *sr__store_tensor(const sr_store *st, int64_t var_id, const char *slot);
+
+/* Retained checkpoint steps, ascending (malloc'd).  Inside a transaction. */
+sr_err sr__store_checkpoints(sr_store *st, int64_t **out, size_t *n);
+
+/* Unlink `path` and its -wal, -shm and -journal companions. */
+void sr__store_unlink_all(const char *path);
+/* The directory part of `path` ("." when none) into dir. */
+sr_err sr__store_dirname(const char *path, char *dir, size_t len);
+/* fsync the directory holding `path` (best effort: a failure is returned). */
+sr_err sr__store_sync_dir(const char *path);
+
+/* --- store_schema.c -------------------------------------------------- */
+
+/* Check the file before SQLite touches it: existence, creation (mode 0600),
+ * writability, and the raw 100-byte header (SQLite magic, application_id,
+ * user_version).  *created = 1 when this call created the (empty) file,
+ * *empty = 1 when the file is empty (new store). */
+sr_err sr__store_precheck(sr_store *st, int *created, int *empty);
+/* After sqlite3_open: identity, version, quick_check, pragmas, migrations,
+ * WAL.  `empty`: the file was empty before the open. */
+sr_err sr__store_setup(sr_store *st, int empty);
+
+/* --- store_chunk.c --------------------------------------------------- */
+
+/* Write one tensor of a commit or declaration at step g.  keep[0..nkeep)
+ * are the retained steps other than g after the transaction (ascending);
+ * versions they need are never recycled.  all = ignore t->dirty.  *blob is
+ * a write handle reused across calls (the caller closes it). */
+sr_err sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id,
+                              const void *data, const uint8_t *dirty, int64_t g,
+                              const int64_t *keep, size_t nkeep, sqlite3_blob **blob);
+
+/* --- store_verify.c -------------------------------------------------- */
+
+/* (sr_store_verify is public.) */
+
+#endif

@@ -1,0 +1,510 @@
+/*
+ * Opening a file safely, and the schema's versions.
+ *
+ * Identity is checked before anything is written: first the raw 100-byte
+ * SQLite header (magic, application_id, user_version) with plain read(),
+ * then the same through SQLite plus the meta table, then quick_check.  Only
+ * after all of that are journal mode, page size or the schema touched, so a
+ * refused file is left byte-identical.  New stores are created in rollback
+ * mode, so their header (application_id, user_version) is in the main file
+ * from the first commit, and switched to WAL afterwards.
+ *
+ * Schema versions (PRAGMA user_version) and the migrations between them:
+ *
+ *     empty (0) --migrate_0_1--> 1 --migrate_1_2 (future)--> 2 ...
+ *
+ *   state      user_version  contents                          who moves it
+ *   empty      0             0-byte file we created / found     migrate_0_1
+ *   v1         1             the tables of schema_v1 below      (current)
+ *   newer      > N           refused: SR_EVERSION, nothing written
+ *
+ * Each migration k -> k+1 runs in its own BEGIN IMMEDIATE transaction that
+ * also sets user_version = k+1, so a crash leaves version k or k+1, never a
+ * half-migrated file.  Invariant on exit of sr__store_setup (read-write):
+ * user_version == SR_STORE_SCHEMA_VERSION, journal_mode == WAL.
+ * See docs/store.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "store/store_int.h"
+
+typedef struct {
+    int         from;                  /* user_version before */
+    const char *what;                  /* for errors and logs */
+    sr_err (*fn)(sr_store *st);        /* runs inside the migration's transaction */
+} migration;
+
+static const char schema_v1[] =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE variable("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " name TEXT NOT NULL UNIQUE,"
+    " dtype INTEGER NOT NULL,"
+    " ndim INTEGER NOT NULL,"
+    " shape TEXT NOT NULL,"
+    " nbytes INTEGER NOT NULL,"
+    " chunk_bytes INTEGER NOT NULL,"
+    " trainable INTEGER NOT NULL,"
+    " created_step INTEGER NOT NULL);"
+    "CREATE TABLE tensor("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " var_id INTEGER NOT NULL,"
+    " slot TEXT NOT NULL,"
+    " created_step INTEGER NOT NULL,"
+    " UNIQUE (var_id, slot));"
+    /* Version bookkeeping, small rows; the bytes live in chunk_data so that
+     * re-stepping a version never rewrites its blob. */
+    "CREATE TABLE chunk("
+    " tensor_id INTEGER NOT NULL,"
+    " idx INTEGER NOT NULL,"
+    " step INTEGER NOT NULL,"
+    " data_id INTEGER NOT NULL UNIQUE,"
+    " PRIMARY KEY (tensor_id, idx, step)) WITHOUT ROWID;"
+    "CREATE INDEX chunk_step ON chunk(step);"
+    "CREATE TABLE chunk_data(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"
+    "CREATE TABLE worker("
+    " task_index INTEGER PRIMARY KEY,"
+    " local_step INTEGER NOT NULL,"
+    " last_seen_ms INTEGER NOT NULL,"
+    " incarnation INTEGER NOT NULL);"
+    "CREATE TABLE step_log("
+    " step INTEGER NOT NULL,"
+    " var_id INTEGER NOT NULL,"
+    " pos INTEGER NOT NULL,"
+    " task_index INTEGER NOT NULL,"
+    " local_step INTEGER NOT NULL,"
+    " PRIMARY KEY (step, var_id, pos)) WITHOUT ROWID;"
+    "CREATE TABLE checkpoint(step INTEGER PRIMARY KEY, created_ms INTEGER NOT NULL);"
+    "CREATE TABLE incarnation("
+    " incarnation INTEGER PRIMARY KEY,"
+    " restored_step INTEGER NOT NULL,"
+    " started_ms INTEGER NOT NULL,"
+    " config TEXT NOT NULL DEFAULT '');"
+    "CREATE TABLE rewind("
+    " id INTEGER PRIMARY KEY,"
+    " incarnation INTEGER NOT NULL,"
+    " from_step INTEGER NOT NULL,"
+    " to_step INTEGER NOT NULL,"
+    " at_ms INTEGER NOT NULL);"
+    "CREATE TRIGGER chunk_free AFTER DELETE ON chunk BEGIN"
+    " DELETE FROM chunk_data WHERE id = OLD.data_id; END;"
+    "CREATE TRIGGER tensor_free AFTER DELETE ON tensor BEGIN"
+    " DELETE FROM chunk WHERE tensor_id = OLD.id; END;"
+    "CREATE TRIGGER variable_free AFTER DELETE ON variable BEGIN"
+    " DELETE FROM tensor WHERE var_id = OLD.id; END;";
+
+static sr_err
+migrate_0_1(sr_store *st)
+{
+    sr_err  rc;
+    int64_t n = 0;
+    char    sql[512];
+
+    if ((rc = sr__store_query_i64(st, "SELECT count(*) FROM sqlite_schema", &n)) != SR_OK) {
+        return rc;
+    }
+    if (n != 0) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "%s: not a syncrep store (schema version 0 but %lld tables)",
+                              st->path, (long long)n);
+    }
+    if ((rc = sr__store_exec(st, schema_v1)) != SR_OK) {
+        return rc;
+    }
+    if ((rc = sr_snprintf(sql, sizeof(sql),
+                          "PRAGMA application_id = %d;"
+                          "INSERT INTO meta(key, value) VALUES ('format', '%s'),"
+                          " ('global_step', 0), ('incarnation', 0), ('model_ready', 0),"
+                          " ('created_ms', %lld);",
+                          SR_STORE_APP_ID, SR_STORE_FORMAT, (long long)sr_clock_wall_ms())) !=
+        SR_OK) {
+        return sr__store_ret(st, rc);
+    }
+    return sr__store_exec(st, sql);
+}
+
+static const migration migrations[] = {
+    {0, "create the schema", migrate_0_1},
+};
+
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SR_STORE_SCHEMA_VERSION,
+               "one migration per schema version");
+
+static uint32_t
+be32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static sr_err
+errno_code(int e)
+{
+    switch (e) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return SR_EACCES;
+    case ENOENT:
+    case ENOTDIR:
+        return SR_ENOENT;
+    case ENOSPC:
+    case EDQUOT:
+        return SR_ENOSPC;
+    case ENOMEM:
+        return SR_ENOMEM;
+    default:
+        return SR_ESTORE;
+    }
+}
+
+/* The directory must be writable too: SQLite creates PATH-wal and PATH-shm
+ * next to the file. */
+static sr_err
+check_dir_writable(sr_store *st)
+{
+    char dir[4096];
+
+    if (sr__store_dirname(st->path, dir, sizeof(dir)) != SR_OK) {
+        return sr__store_ret(st, SR_EINVAL);
+    }
+    if (access(dir, W_OK) != 0) {
+        int e = errno;
+        return sr__store_fail(st, errno_code(e) == SR_ENOENT ? SR_ENOENT : SR_EACCES,
+                              "%s: directory %s is not writable (needed for the WAL): %s",
+                              st->path, dir, strerror(e));
+    }
+    return SR_OK;
+}
+
+static sr_err
+create_file(sr_store *st, int *created)
+{
+    int fd = open(st->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+    if (fd < 0) {
+        int e = errno;
+        if (e == EEXIST) {
+            return SR_OK; /* raced with another creator: treat as existing */
+        }
+        return sr__store_fail(st, errno_code(e), "%s: cannot create the store: %s", st->path,
+                              strerror(e));
+    }
+    /* Exactly 0600 whatever the umask; SQLite gives PATH-wal, PATH-shm and
+     * PATH-journal the database file's mode. */
+    if (fchmod(fd, 0600) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(st->path);
+        return sr__store_fail(st, errno_code(e), "%s: chmod 0600: %s", st->path, strerror(e));
+    }
+    close(fd);
+    *created = 1;
+    return SR_OK;
+}
+
+sr_err
+sr__store_precheck(sr_store *st, int *created, int *empty)
+{
+    struct stat         sb;
+    unsigned char       hdr[100];
+    ssize_t             n;
+    int                 fd;
+    sr_err              rc;
+    static const char   magic[16] = "SQLite format 3";
+
+    *created = 0;
+    *empty = 0;
+    if (stat(st->path, &sb) != 0) {
+        int e = errno;
+        if (e != ENOENT) {
+            return sr__store_fail(st, errno_code(e), "%s: %s", st->path, strerror(e));
+        }
+        if (!st->opts.create) {
+            return sr__store_fail(st, SR_ENOENT, "%s: no such store%s", st->path,
+                                  st->opts.readonly ? "" : " (create not requested)");
+        }
+        if ((rc = create_file(st, created)) != SR_OK) {
+            return rc;
+        }
+        if (stat(st->path, &sb) != 0) {
+            int e2 = errno;
+            return sr__store_fail(st, errno_code(e2), "%s: %s", st->path, strerror(e2));
+        }
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        return sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (not a regular file)",
+                              st->path);
+    }
+    fd = open(st->path, (st->opts.readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return sr__store_fail(st, errno_code(e), "%s: cannot open%s: %s", st->path,
+                              st->opts.readonly ? "" : " for writing", strerror(e));
+    }
+    n = pread(fd, hdr, sizeof(hdr), 0);
+    close(fd);
+    if (n < 0) {
+        int e = errno;
+        return sr__store_fail(st, SR_ESTORE, "%s: read header: %s", st->path, strerror(e));
+    }
+    if (!st->opts.readonly && (rc = check_dir_writable(st)) != SR_OK) {
+        return rc;
+    }
+    if (n == 0) {
+        if (!st->opts.create) {
+            return sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (empty file)",
+                                  st->path);
+        }
+        *empty = 1;
+        return SR_OK;
+    }
+    if (n < (ssize_t)sizeof(hdr) || memcmp(hdr, magic, sizeof(magic)) != 0) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "not a syncrep store: %s (not an SQLite database)", st->path);
+    }
+    if (be32(hdr + 68) != SR_STORE_APP_ID) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "not a syncrep store: %s (SQLite application_id 0x%08x, "
+                              "want 0x%08x)",
+                              st->path, be32(hdr + 68), SR_STORE_APP_ID);
+    }
+    if (be32(hdr + 60) > SR_STORE_SCHEMA_VERSION) {
+        return sr__store_fail(st, SR_EVERSION,
+                              "%s: schema version %u is newer than this build's %d", st->path,
+                              be32(hdr + 60), SR_STORE_SCHEMA_VERSION);
+    }
+    return SR_OK;
+}
+
+/* The same identity questions, asked through SQLite (which sees the WAL). */
+static sr_err
+check_identity(sr_store *st, int64_t *version)
+{
+    sqlite3_stmt *s = NULL;
+    int64_t       app = 0;
+    sr_err        rc;
+    int           r;
+
+    if ((rc = sr__store_query_i64(st, "PRAGMA application_id", &app)) != SR_OK) {
+        return rc;
+    }
+    if ((uint32_t)app != SR_STORE_APP_ID) {
+        return sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (application_id 0x%08x)",
+                              st->path, (unsigned)app);
+    }
+    if ((rc = sr__store_query_i64(st, "PRAGMA user_version", version)) != SR_OK) {
+        return rc;
+    }
+    if (*version > SR_STORE_SCHEMA_VERSION) {
+        return sr__store_fail(st, SR_EVERSION,
+                              "%s: schema version %lld is newer than this build's %d", st->path,
+                              (long long)*version, SR_STORE_SCHEMA_VERSION);
+    }
+    if (*version == 0) {
+        return SR_OK; /* empty: migrate_0_1 checks that there are no tables */
+    }
+    r = sqlite3_prepare_v2(st->db, "SELECT value FROM meta WHERE key = 'format'", -1, &s, NULL);
+    if (r != SQLITE_OK) {
+        if ((r & 0xff) == SQLITE_ERROR) {
+            return sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (no meta table)",
+                                  st->path);
+        }
+        return sr__store_sqlerr(st, r, "read meta");
+    }
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW) {
+        const char *f = (const char *)sqlite3_column_text(s, 0);
+        rc = f != NULL && strcmp(f, SR_STORE_FORMAT) == 0
+                 ? SR_OK
+                 : sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (meta format '%s')",
+                                  st->path, f ? f : "");
+    } else if (r == SQLITE_DONE) {
+        rc = sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (meta has no format)",
+                            st->path);
+    } else {
+        rc = sr__store_sqlerr(st, r, "read meta");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static sr_err
+quick_check(sr_store *st)
+{
+    sqlite3_stmt *s = NULL;
+    int           r, nbad = 0;
+    char          msg[768] = "";
+    size_t        off = 0;
+
+    if ((r = sqlite3_prepare_v2(st->db, "PRAGMA quick_check(8)", -1, &s, NULL)) != SQLITE_OK) {
+        return sr__store_sqlerr(st, r, "quick_check");
+    }
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *line = (const char *)sqlite3_column_text(s, 0);
+        if (line != NULL && strcmp(line, "ok") == 0) {
+            continue;
+        }
+        nbad++;
+        if (off < sizeof(msg)) {
+            int w = snprintf(msg + off, sizeof(msg) - off, "%s%s", off ? "; " : "",
+                             line ? line : "?");
+            off += w > 0 ? (size_t)w : 0;
+        }
+    }
+    sqlite3_finalize(s);
+    if (r != SQLITE_DONE) {
+        return sr__store_sqlerr(st, r, "quick_check");
+    }
+    if (nbad > 0) {
+        return sr__store_fail(st, SR_ECORRUPT, "%s: corrupt (quick_check): %s", st->path, msg);
+    }
+    return SR_OK;
+}
+
+static sr_err
+migrate(sr_store *st)
+{
+    int64_t v = 0;
+    sr_err  rc;
+    char    sql[64];
+
+    for (;;) {
+        if ((rc = sr__store_begin_write(st)) != SR_OK) {
+            return rc;
+        }
+        /* Read inside the write lock: another process may have migrated. */
+        if ((rc = sr__store_query_i64(st, "PRAGMA user_version", &v)) != SR_OK) {
+            return sr__store_end(st, rc);
+        }
+        if (v >= SR_STORE_SCHEMA_VERSION) {
+            return sr__store_end(st, v == SR_STORE_SCHEMA_VERSION
+                                         ? SR_OK
+                                         : sr__store_fail(st, SR_EVERSION,
+                                                          "%s: schema version %lld is newer than "
+                                                          "this build's %d",
+                                                          st->path, (long long)v,
+                                                          SR_STORE_SCHEMA_VERSION));
+        }
+        SR_ASSERT(migrations[v].from == v);
+        rc = migrations[v].fn(st);
+        if (rc == SR_OK) {
+            snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld", (long long)(v + 1));
+            rc = sr__store_exec(st, sql);
+        }
+        if (rc != SR_OK) {
+            char keep[512];
+            snprintf(keep, sizeof(keep), "%s", sr_errdetail());
+            sr_fail(rc, "%s: migration %lld -> %lld (%s) failed: %s", st->path, (long long)v,
+                    (long long)(v + 1), migrations[v].what, keep);
+            sr__store_ret(st, rc);
+        }
+        if ((rc = sr__store_end(st, rc)) != SR_OK) {
+            return rc;
+        }
+    }
+}
+
+static sr_err
+set_wal(sr_store *st)
+{
+    sqlite3_stmt *s = NULL;
+    int           r;
+    sr_err        rc = SR_OK;
+
+    if ((r = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL)) !=
+        SQLITE_OK) {
+        return sr__store_sqlerr(st, r, "journal_mode");
+    }
+    r = sqlite3_step(s);
+    if (r != SQLITE_ROW) {
+        rc = sr__store_sqlerr(st, r, "journal_mode = WAL");
+    } else if (sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") != 0) {
+        rc = sr__store_fail(st, SR_ESTORE, "%s: journal_mode stays '%s', WAL unavailable",
+                            st->path, (const char *)sqlite3_column_text(s, 0));
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* SQLite's default checkpoints every 1000 pages (64 MiB here).  Recycled
+ * chunk versions rewrite the same pages every K commits, and a checkpoint
+ * copies each page once however often the WAL holds it: a bigger WAL makes
+ * the second write of WAL mode mostly disappear.  The WAL file keeps its
+ * largest size while open (it is reused from the start, which is cheaper
+ * than growing it) and is removed on a clean close. */
+static sr_err
+set_autocheckpoint(sr_store *st)
+{
+    int64_t page = 0;
+    sr_err  rc;
+    char    sql[64];
+
+    if ((rc = sr__store_query_i64(st, "PRAGMA page_size", &page)) != SR_OK) {
+        return rc;
+    }
+    int64_t pages = st->opts.wal_checkpoint_bytes / (page > 0 ? page : 4096);
+    snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint = %lld",
+             (long long)(pages < 16 ? 16 : pages > INT32_MAX ? INT32_MAX : pages));
+    return sr__store_exec(st, sql);
+}
+
+sr_err
+sr__store_setup(sr_store *st, int empty)
+{
+    int64_t version = 0;
+    sr_err  rc;
+    char    sql[128];
+
+    if (!empty) {
+        if ((rc = check_identity(st, &version)) != SR_OK) {
+            return rc;
+        }
+        if (!st->opts.skip_quick_check && (rc = quick_check(st)) != SR_OK) {
+            return rc;
+        }
+    }
+    if (st->opts.readonly) {
+        if (version < SR_STORE_SCHEMA_VERSION) {
+            return sr__store_fail(st, SR_ENOTSUP,
+                                  "%s: schema version %lld needs a migration to %d; open it "
+                                  "read-write once",
+                                  st->path, (long long)version, SR_STORE_SCHEMA_VERSION);
+        }
+        return SR_OK;
+    }
+    /* Connection settings.  secure_delete is compiled on in some builds; it
+     * would zero every freed page (pruned versions) for nothing. */
+    snprintf(sql, sizeof(sql), "PRAGMA secure_delete = OFF; PRAGMA synchronous = %s;",
+             st->opts.sync == SR_STORE_SYNC_NORMAL ? "NORMAL" : "FULL");
+    if ((rc = sr__store_exec(st, sql)) != SR_OK) {
+        return rc;
+    }
+    if (st->opts.max_page_count > 0) {
+        snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %lld",
+                 (long long)st->opts.max_page_count);
+        if ((rc = sr__store_exec(st, sql)) != SR_OK) {
+            return rc;
+        }
+    }
+    if (empty) {
+        /* Only possible before the first table exists (and before WAL). */
+        snprintf(sql, sizeof(sql), "PRAGMA page_size = %d", SR_STORE_PAGE_SIZE);
+        if ((rc = sr__store_exec(st, sql)) != SR_OK) {
+            return rc;
+        }
+    }
+    if (version < SR_STORE_SCHEMA_VERSION && (rc = migrate(st)) != SR_OK) {
+        return rc;
+    }
+    if ((rc = set_wal(st)) != SR_OK) {
+        return rc;
+    }
+    return set_autocheckpoint(st);
+}

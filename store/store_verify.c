@@ -1,0 +1,304 @@
+/*
+ * sr_store_verify: SQLite's integrity_check plus syncrep's own invariants,
+ * read in one snapshot:
+ *   - meta present (format, global_step, incarnation, model_ready), the
+ *     application_id and schema version are this build's;
+ *   - the global step equals the newest retained checkpoint (a ready model
+ *     has at least one);
+ *   - for each retained step S (and the current step), every tensor that
+ *     existed at S has every chunk, at the right size;
+ *   - no chunk version after the global step, no stray chunk index, no
+ *     chunk bytes that no version references, no tensor without variable.
+ * One report line per problem.  See docs/store.md.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/strbuf.h"
+#include "store/store_int.h"
+
+#define MAX_LINES 200 /* report lines before "... and N more" */
+
+typedef struct {
+    sr_strbuf b;
+    size_t    nproblems;
+} report;
+
+static void
+problem(report *r, const char *fmt, ...) SR_PRINTF(2, 3);
+
+static void
+problem(report *r, const char *fmt, ...)
+{
+    char    line[1024];
+    va_list ap;
+
+    r->nproblems++;
+    if (r->nproblems > MAX_LINES) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    for (char *p = line; *p != '\0'; p++) {
+        *p = *p == '\n' ? ' ' : *p; /* one line per problem */
+    }
+    sr_strbuf_printf(&r->b, "%s\n", line);
+}
+
+static sr_err
+check_sqlite(sr_store *st, report *rep)
+{
+    sqlite3_stmt *s = NULL;
+    int           r;
+
+    if ((r = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check(100)", -1, &s, NULL)) !=
+        SQLITE_OK) {
+        return sr__store_sqlerr(st, r, "integrity_check");
+    }
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *line = (const char *)sqlite3_column_text(s, 0);
+        if (line == NULL || strcmp(line, "ok") != 0) {
+            problem(rep, "integrity_check: %s", line ? line : "?");
+        }
+    }
+    sqlite3_finalize(s);
+    if (r != SQLITE_DONE) {
+        if ((r & 0xff) == SQLITE_CORRUPT || (r & 0xff) == SQLITE_NOTADB) {
+            problem(rep, "integrity_check: %s", sqlite3_errmsg(st->db));
+            return SR_OK;
+        }
+        return sr__store_sqlerr(st, r, "integrity_check");
+    }
+    return SR_OK;
+}
+
+static void
+check_meta(sr_store *st, report *rep, int64_t *g, int64_t *ready)
+{
+    static const char *const keys[] = {"global_step", "incarnation", "model_ready"};
+    int64_t                  v = 0;
+
+    *g = -1;
+    *ready = 0;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (sr__store_meta_i64(st, keys[i], &v) != SR_OK) {
+            problem(rep, "meta: %s", sr_errdetail());
+            continue;
+        }
+        if (i == 0) {
+            *g = v;
+        } else if (i == 2) {
+            *ready = v;
+        }
+    }
+    if (sr__store_query_i64(st, "SELECT count(*) FROM meta WHERE key = 'format' AND value = '"
+                            SR_STORE_FORMAT "'", &v) != SR_OK || v != 1) {
+        problem(rep, "meta: format '%s' missing", SR_STORE_FORMAT);
+    }
+    if (sr__store_query_i64(st, "PRAGMA application_id", &v) != SR_OK ||
+        (uint32_t)v != SR_STORE_APP_ID) {
+        problem(rep, "application_id is 0x%08x, want 0x%08x", (unsigned)v, SR_STORE_APP_ID);
+    }
+    if (sr__store_query_i64(st, "PRAGMA user_version", &v) != SR_OK ||
+        v != SR_STORE_SCHEMA_VERSION) {
+        problem(rep, "schema version %lld, want %d", (long long)v, SR_STORE_SCHEMA_VERSION);
+    }
+}
+
+/* Every chunk of tensor t present at the right size for each step in
+ * steps[] at which t existed. */
+static sr_err
+check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *steps,
+             size_t nsteps, int64_t g)
+{
+    const store_var *v = sr__store_var(st, t->var_id);
+    sqlite3_stmt    *s = NULL;
+    int64_t         *first = NULL; /* oldest version step per chunk */
+    int              r;
+
+    if (v == NULL) {
+        problem(rep, "tensor %lld (slot '%s'): variable %lld missing", (long long)t->id, t->slot,
+                (long long)t->var_id);
+        return SR_OK;
+    }
+    if ((first = malloc((v->nchunks ? v->nchunks : 1) * sizeof(*first))) == NULL) {
+        return sr__store_fail(st, SR_ENOMEM, "verify: %llu chunks",
+                              (unsigned long long)v->nchunks);
+    }
+    for (uint64_t i = 0; i < v->nchunks; i++) {
+        first[i] = INT64_MAX;
+    }
+    r = sqlite3_prepare_v2(st->db,
+                           "SELECT c.idx, c.step, c.data_id, d.id, length(d.data) FROM chunk c"
+                           " LEFT JOIN chunk_data d ON d.id = c.data_id WHERE c.tensor_id = ?1"
+                           " ORDER BY c.idx, c.step",
+                           -1, &s, NULL);
+    if (r != SQLITE_OK) {
+        free(first);
+        return sr__store_sqlerr(st, r, "verify chunks");
+    }
+    sqlite3_bind_int64(s, 1, t->id);
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t idx = sqlite3_column_int64(s, 0);
+        int64_t step = sqlite3_column_int64(s, 1);
+        int64_t len = sqlite3_column_int64(s, 4);
+        if (idx < 0 || (uint64_t)idx >= v->nchunks) {
+            problem(rep, "variable '%s' slot '%s': stray chunk %lld (has %llu)", v->v.name,
+                    t->slot, (long long)idx, (unsigned long long)v->nchunks);
+            continue;
+        }
+        uint64_t off = (uint64_t)idx * v->v.chunk_bytes;
+        uint64_t want = v->v.nbytes - off < v->v.chunk_bytes ? v->v.nbytes - off
+                                                             : v->v.chunk_bytes;
+        if (sqlite3_column_type(s, 3) == SQLITE_NULL) {
+            problem(rep, "variable '%s' slot '%s': chunk %lld version %lld: data %lld missing",
+                    v->v.name, t->slot, (long long)idx, (long long)step,
+                    (long long)sqlite3_column_int64(s, 2));
+            continue;
+        }
+        if ((uint64_t)len != want) {
+            problem(rep, "variable '%s' slot '%s': chunk %lld version %lld is %lld bytes, want "
+                    "%llu", v->v.name, t->slot, (long long)idx, (long long)step, (long long)len,
+                    (unsigned long long)want);
+            continue;
+        }
+        if (step > g) {
+            problem(rep, "variable '%s' slot '%s': chunk %lld has a version at step %lld, after "
+                    "the global step %lld", v->v.name, t->slot, (long long)idx, (long long)step,
+                    (long long)g);
+        }
+        if (step < first[idx]) {
+            first[idx] = step;
+        }
+    }
+    sqlite3_finalize(s);
+    if (r != SQLITE_DONE) {
+        free(first);
+        return sr__store_sqlerr(st, r, "verify chunks");
+    }
+    for (size_t k = 0; k < nsteps; k++) {
+        int64_t at = steps[k];
+        if (at < v->v.created_step || at < t->created_step) {
+            continue;
+        }
+        for (uint64_t i = 0; i < v->nchunks; i++) {
+            if (first[i] > at) {
+                problem(rep, "step %lld: variable '%s' slot '%s': chunk %llu missing",
+                        (long long)at, v->v.name, t->slot, (unsigned long long)i);
+            }
+        }
+    }
+    free(first);
+    return SR_OK;
+}
+
+static sr_err
+verify_tx(sr_store *st, report *rep)
+{
+    int64_t *steps = NULL;
+    size_t   nsteps = 0;
+    int64_t  g = -1, ready = 0, n = 0;
+    sr_err   rc;
+
+    if ((rc = check_sqlite(st, rep)) != SR_OK) {
+        return rc;
+    }
+    check_meta(st, rep, &g, &ready);
+    if ((rc = sr__store_checkpoints(st, &steps, &nsteps)) != SR_OK) {
+        problem(rep, "checkpoints: %s", sr_errdetail());
+        return SR_OK;
+    }
+    if (nsteps > 0 && steps[nsteps - 1] != g) {
+        problem(rep, "global step %lld is not the newest checkpoint %lld", (long long)g,
+                (long long)steps[nsteps - 1]);
+    }
+    if (nsteps == 0 && ready) {
+        problem(rep, "model is ready but no checkpoint is retained");
+    }
+    if (nsteps == 0 || steps[nsteps - 1] != g) {
+        int64_t *p = realloc(steps, (nsteps + 1) * sizeof(*p));
+        if (p == NULL) {
+            free(steps);
+            return sr__store_fail(st, SR_ENOMEM, "verify");
+        }
+        steps = p;
+        steps[nsteps++] = g; /* the current state must be whole too */
+    }
+    sr__store_cache_drop(st);
+    if (sr__store_cache_load(st) != SR_OK) {
+        problem(rep, "variables: %s", sr_errdetail());
+        free(steps);
+        return SR_OK;
+    }
+    for (size_t i = 0; i < st->ntensors && rc == SR_OK; i++) {
+        rc = check_tensor(st, rep, &st->tensors[i], steps, nsteps, g);
+        if (rc == SR_ECORRUPT) {
+            problem(rep, "%s", sr_errdetail()); /* SQLite found a damaged page */
+            rc = SR_OK;
+        }
+    }
+    for (size_t i = 0; i < st->nvars; i++) {
+        if (sr__store_tensor(st, st->vars[i].v.id, "") == NULL) {
+            problem(rep, "variable '%s' has no value tensor", st->vars[i].v.name);
+        }
+    }
+    free(steps);
+    if (rc != SR_OK) {
+        return rc;
+    }
+    if (sr__store_query_i64(st, "SELECT count(*) FROM chunk_data WHERE id NOT IN"
+                            " (SELECT data_id FROM chunk)", &n) == SR_OK && n > 0) {
+        problem(rep, "%lld chunk data rows are referenced by no version", (long long)n);
+    }
+    if (sr__store_query_i64(st, "SELECT count(*) FROM chunk WHERE tensor_id NOT IN"
+                            " (SELECT id FROM tensor)", &n) == SR_OK && n > 0) {
+        problem(rep, "%lld chunk versions belong to no tensor", (long long)n);
+    }
+    return SR_OK;
+}
+
+sr_err
+sr_store_verify(sr_store *st, char **report_out)
+{
+    report      rep;
+    sr_err      rc;
+    const char *text;
+    char       *copy;
+
+    if ((rc = sr__store_check(st)) != SR_OK) {
+        return rc;
+    }
+    if (report_out == NULL) {
+        return sr__store_fail(st, SR_EINVAL, "sr_store_verify: report is NULL");
+    }
+    memset(&rep, 0, sizeof(rep));
+    sr_strbuf_init(&rep.b);
+    if ((rc = sr__store_begin_read(st)) != SR_OK) {
+        sr_strbuf_free(&rep.b);
+        return sr__store_ret(st, rc);
+    }
+    rc = verify_tx(st, &rep);
+    sr__store_cache_drop(st);
+    rc = sr__store_end(st, rc);
+    if (rc == SR_ECORRUPT) {
+        problem(&rep, "%s", sr_errdetail()); /* SQLite met a damaged page */
+    } else if (rc != SR_OK) {
+        sr_strbuf_free(&rep.b);
+        return sr__store_ret(st, rc);
+    }
+    if (rep.nproblems > MAX_LINES) {
+        sr_strbuf_printf(&rep.b, "... and %zu more problems\n", rep.nproblems - MAX_LINES);
+    }
+    if ((rc = sr_strbuf_result(&rep.b, &text)) != SR_OK || (copy = strdup(text)) == NULL) {
+        sr_strbuf_free(&rep.b);
+        return sr__store_fail(st, SR_ENOMEM, "verify report");
+    }
+    sr_strbuf_free(&rep.b);
+    *report_out = copy;
+    if (rep.nproblems > 0) {
+        return sr__store_fail(st, SR_ECORRUPT, "%s: verify found %zu problem%s", st->path,
+                              rep.nproblems, rep.nproblems == 1 ? "" : "s");
+    }
+    return SR_OK;
+}

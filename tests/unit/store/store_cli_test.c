@@ -1,0 +1,143 @@
+/* cli/cmd_store.c through the real `syncrep store` command: exit codes,
+ * the --json keys, export --step, and inspect while a writer holds the
+ * store open.  Skipped when the command has not been built. */
+#include <sys/wait.h>
+
+#include "store_test_util.h"
+
+/* The command this build made (sr_test_syncrep_bin's library copy is
+ * compiled without the path); SR_SYNCREP_BIN in the environment overrides. */
+static const char *
+syncrep_bin(void)
+{
+    const char *env = getenv("SR_SYNCREP_BIN");
+    return env != NULL && *env != '\0' ? env : SR_SYNCREP_BIN;
+}
+
+/* Run `syncrep store ...` with output into dir/out.txt; the exit code. */
+static int
+run_cli(const store_fixture *f, char **out, const char *a1, const char *a2, const char *a3,
+        const char *a4, const char *a5)
+{
+    char        log[700];
+    char *const argv[] = {(char *)syncrep_bin(), "store", (char *)a1, (char *)a2,
+                          (char *)a3, (char *)a4, (char *)a5, NULL};
+    size_t      len;
+    pid_t       pid;
+    int         status;
+
+    snprintf(log, sizeof(log), "%s/out.txt", f->dir);
+    unlink(log);
+    pid = sr_test_spawn(argv, log);
+    assert_true(pid > 0);
+    status = sr_test_reap(pid, 30000);
+    assert_true(status >= 0 && WIFEXITED(status));
+    if (out != NULL) {
+        uint8_t *b = read_file_bytes(log, &len);
+        *out = realloc(b, len + 1);
+        assert_non_null(*out);
+        (*out)[len] = '\0';
+    }
+    return WEXITSTATUS(status);
+}
+
+static sr_store *
+make_store(const char *path, int64_t *id)
+{
+    sr_store     *st = open_small(path, 64, 3);
+    const int64_t shape[2] = {4, 5};
+    float         v[20];
+    uint64_t      inc;
+
+    fill_pattern(v, SR_FLOAT32, 20, 1, 0);
+    assert_sr_ok(sr_store_new_incarnation(st, &inc));
+    assert_sr_ok(sr_store_set_config(st, "{\"replicas_to_aggregate\":2}"));
+    assert_sr_ok(sr_store_declare(st, "layer/w", SR_FLOAT32, 2, shape, 1, v, sizeof(v), id, NULL));
+    assert_sr_ok(sr_store_set_ready(st));
+    fill_pattern(v, SR_FLOAT32, 20, 1, 1);
+    sr_store_tensor  t[2] = {{.var_id = *id, .data = v, .len_bytes = sizeof(v)},
+                             {.var_id = *id, .slot = "momentum", .data = v,
+                              .len_bytes = sizeof(v)}};
+    sr_store_worker  w = {.task_index = 0, .local_step = 0, .last_seen_ms = 1718000000000,
+                          .incarnation = inc};
+    sr_store_commit  c = {.global_step = 1, .tensors = t, .ntensors = 2, .workers = &w,
+                          .nworkers = 1};
+    assert_sr_ok(sr_store_commit_step(st, &c));
+    return st;
+}
+
+static void
+test_cli_store_inspect_verify_export_exit_codes_and_json(void **state)
+{
+    store_fixture *f = *state;
+    char          *out = NULL, copy[700], junk[700];
+    int64_t        id;
+    sr_store      *st, *cp = NULL;
+    sr_store_info  info;
+    sr_store_opts  ro = {.readonly = 1};
+
+    if (access(syncrep_bin(), X_OK) != 0) {
+        skip(); /* the command is built with the other components */
+    }
+    st = make_store(f->path, &id); /* stays open: a coordinator holding it */
+    assert_int_equal(run_cli(f, &out, "inspect", f->path, "--json", NULL, NULL), 0);
+    assert_non_null(strstr(out, "\"global_step\":1"));
+    assert_non_null(strstr(out, "\"incarnation\":1"));
+    assert_non_null(strstr(out, "\"name\":\"layer/w\""));
+    assert_non_null(strstr(out, "\"dtype\":\"float32\""));
+    assert_non_null(strstr(out, "\"shape\":[4,5]"));
+    assert_non_null(strstr(out, "\"bytes\":80"));
+    assert_non_null(strstr(out, "\"slots\":[\"momentum\"]"));
+    assert_non_null(strstr(out, "\"task_index\":0,\"local_step\":0,\"last_seen\":\"2024-06-10T"));
+    assert_non_null(strstr(out, "\"checkpoints\":[0,1]"));
+    free(out);
+    assert_int_equal(run_cli(f, &out, "inspect", f->path, NULL, NULL, NULL), 0);
+    assert_non_null(strstr(out, "global step   1"));
+    free(out);
+    assert_int_equal(run_cli(f, &out, "verify", f->path, NULL, NULL, NULL), 0);
+    assert_non_null(strstr(out, ": ok"));
+    free(out);
+
+    snprintf(copy, sizeof(copy), "%s/copy.db", f->dir);
+    assert_int_equal(run_cli(f, NULL, "export", f->path, copy, "--step", "0"), 0);
+    assert_int_equal(run_cli(f, &out, "export", f->path, copy, NULL, NULL), 1);
+    assert_non_null(strstr(out, "syncrep store export: "));
+    assert_non_null(strstr(out, copy));
+    free(out);
+    assert_sr_ok(sr_store_open(copy, &ro, &cp));
+    assert_sr_ok(sr_store_get_info(cp, &info));
+    assert_int_equal(info.global_step, 0);
+    sr_store_close(cp);
+    sr_store_close(st);
+
+    snprintf(junk, sizeof(junk), "%s/junk.db", f->dir);
+    write_file_bytes(junk, "not a database at all, just words", 33);
+    assert_int_equal(run_cli(f, &out, "verify", junk, NULL, NULL, NULL), 1);
+    assert_non_null(strstr(out, "not a syncrep store"));
+    free(out);
+    assert_int_equal(run_cli(f, NULL, "inspect", junk, NULL, NULL, NULL), 1);
+
+    /* Usage errors exit 2; help exits 0. */
+    assert_int_equal(run_cli(f, NULL, "inspect", NULL, NULL, NULL, NULL), 2);
+    assert_int_equal(run_cli(f, NULL, "inspect", f->path, "--bogus", NULL, NULL), 2);
+    assert_int_equal(run_cli(f, NULL, "export", f->path, NULL, NULL, NULL), 2);
+    assert_int_equal(run_cli(f, NULL, "export", f->path, copy, "--step", "x"), 2);
+    assert_int_equal(run_cli(f, NULL, "frobnicate", NULL, NULL, NULL, NULL), 2);
+    assert_int_equal(run_cli(f, NULL, NULL, NULL, NULL, NULL, NULL), 2);
+    assert_int_equal(run_cli(f, &out, "--help", NULL, NULL, NULL, NULL), 0);
+    assert_non_null(strstr(out, "inspect"));
+    free(out);
+    assert_int_equal(run_cli(f, &out, "export", "--help", NULL, NULL, NULL), 0);
+    assert_non_null(strstr(out, "--step"));
+    free(out);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_cli_store_inspect_verify_export_exit_codes_and_json,
+                                        store_fixture_setup, store_fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
