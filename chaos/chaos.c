@@ -471,13 +471,21 @@ do_fault(chaos *c, const fault *f, double *up_at, pid_t **stopped, int64_t *resu
 static void
 print_progress(chaos *c, int final)
 {
-    double t = now_s(c);
-    double rate = t > 0 ? c->gstep / t : 0;
+    static double last_line = -100;
+    double        t = now_s(c);
+    double        rate = t > 0 ? c->gstep / t : 0;
+    int           tty = isatty(2);
+
+    if (!tty && !final && t - last_line < 5.0) {
+        return; /* a log file gets a line every 5 s, not a redrawn one */
+    }
+    last_line = t;
     fprintf(stderr,
-            "\r[chaos] %5.1fs  step %-7" PRId64 " %6.1f steps/s  kills: coordinator %d chief %d "
+            "%s[chaos] %5.1fs  step %-7" PRId64 " %6.1f steps/s  kills: coordinator %d chief %d "
             "worker %d  stops %d  restarts %d  workers %d%s",
-            t, c->gstep, rate, c->kills[0], c->kills[1], c->kills[2], c->stops,
-            c->restarts[0] + c->restarts[1] + c->restarts[2], c->nworkers, final ? "\n" : "   ");
+            tty ? "\r" : "", t, c->gstep, rate, c->kills[0], c->kills[1], c->kills[2], c->stops,
+            c->restarts[0] + c->restarts[1] + c->restarts[2], c->nworkers,
+            final || !tty ? "\n" : "   ");
 }
 
 typedef struct {

@@ -164,9 +164,10 @@ test_chaos_verifier_catches_each_corruption(void **state)
     assert_non_null(strstr(c->detail, "dense_b"));
     ((uint8_t *)e.value[1])[3] ^= 0x01;
     /* An optimizer slot changed. */
+    float saved_slot = ((float *)e.slot[0][0])[0];
     ((float *)e.slot[0][0])[0] += 1.0f;
     assert_false(verdict(&e, "replay", checks)->passed);
-    ((float *)e.slot[0][0])[0] -= 1.0f;
+    ((float *)e.slot[0][0])[0] = saved_slot;
     assert_int_equal(sr_chaos_verify(&e, checks), 1);
 
     /* A step-log row dropped (the middle one). */
