@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Run the benchmark suite from a build directory and gather the results in
+# bench/results.json.  Each benchmark pairs syncrep with a baseline measured
+# by the same program in the same run and reports the ratio; see
+# docs/performance.md.  Usage: bench/run_all.sh BUILD_DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+OUT=bench/results.json
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+run() {
+    local name=$1; shift
+    echo "# ---- $name ----"
+    "$@" --json "$TMP/$name.json"
+}
+
+run store_commit "$BUILD/bench/store/store_commit"
+run local_reduce "$BUILD/bench/gpu/local_reduce"
+
+{
+    echo "{"
+    first=1
+    for f in "$TMP"/*.json; do
+        [ $first -eq 1 ] || echo ","
+        first=0
+        printf '  "%s": ' "$(basename "$f" .json)"
+        cat "$f"
+    done
+    echo "}"
+} > "$OUT"
+echo "# results: $OUT"
