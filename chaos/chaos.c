@@ -28,9 +28,9 @@
 #include "core/strbuf.h"
 #include "wire/wire.h"
 
-#define MAX_WORKERS 64
-#define MAX_EVENTS 4096
-#define MAX_SAMPLES 20000
+#define MAX_WORKERS  64
+#define MAX_EVENTS   4096
+#define MAX_SAMPLES  20000
 #define QUIET_TAIL_S 4.0 /* no faults at the end: liveness must show */
 
 enum { ROLE_COORD = 0, ROLE_CHIEF = 1, ROLE_WORKER = 2 };
@@ -41,13 +41,13 @@ enum { ACT_KILL = 0, ACT_STOP = 1 };
 
 /* A planned fault: drawn entirely from the seed, before anything runs. */
 typedef struct {
-    double t;          /* seconds from the start */
+    double t; /* seconds from the start */
     int    role;
-    int    task;       /* chief: 0; worker: its task index */
-    int    action;     /* ACT_KILL: SIGKILL then restart; ACT_STOP: SIGSTOP then SIGCONT */
-    double down_s;     /* until the restart / SIGCONT */
-    int    resize_to;  /* coordinator: worker count after the restart (0 = same) */
-    int    resume;     /* coordinator: restart with --resume-from-step */
+    int    task;      /* chief: 0; worker: its task index */
+    int    action;    /* ACT_KILL: SIGKILL then restart; ACT_STOP: SIGSTOP then SIGCONT */
+    double down_s;    /* until the restart / SIGCONT */
+    int    resize_to; /* coordinator: worker count after the restart (0 = same) */
+    int    resume;    /* coordinator: restart with --resume-from-step */
 } fault;
 
 /* Something that happened, for the timeline and the report. */
@@ -55,7 +55,7 @@ typedef struct {
     double t;
     int    role;
     int    task;
-    char   what[16];   /* kill, stop, cont, restart, resume, resize */
+    char   what[16]; /* kill, stop, cont, restart, resume, resize */
 } event;
 
 typedef struct {
@@ -65,44 +65,44 @@ typedef struct {
 
 typedef struct {
     /* options */
-    int         workers, R, M, checkpoint_every;
-    double      duration, kill_every;
-    uint64_t    seed;
-    int         targets[3];
-    int         resize[16], nresize;
-    char        out[PATH_MAX];
-    char        store[PATH_MAX + 16], endpoint[PATH_MAX + 32], self[PATH_MAX];
-    sr_optim    optim;
+    int      workers, R, M, checkpoint_every;
+    double   duration, kill_every;
+    uint64_t seed;
+    int      targets[3];
+    int      resize[16], nresize;
+    char     out[PATH_MAX];
+    char     store[PATH_MAX + 16], endpoint[PATH_MAX + 32], self[PATH_MAX];
+    sr_optim optim;
     /* processes */
-    pid_t       coord;
-    pid_t       wpid[MAX_WORKERS];
-    int         nworkers;           /* current size */
-    int         curR, curM;
+    pid_t coord;
+    pid_t wpid[MAX_WORKERS];
+    int   nworkers; /* current size */
+    int   curR, curM;
     /* the plan and what happened */
-    fault       plan[MAX_EVENTS];
-    int         nplan;
-    event       ev[MAX_EVENTS];
-    int         nev;
-    sample      samples[MAX_SAMPLES];
-    int         nsamples;
-    int         kills[3], stops, restarts[3], resizes, resumes;
+    fault  plan[MAX_EVENTS];
+    int    nplan;
+    event  ev[MAX_EVENTS];
+    int    nev;
+    sample samples[MAX_SAMPLES];
+    int    nsamples;
+    int    kills[3], stops, restarts[3], resizes, resumes;
     /* status polling */
-    void       *zctx, *zsock;
-    uint64_t    zreq;
-    int64_t     gstep, committed, restored;
-    uint64_t    inc;
-    int64_t     max_committed_before_inc[1024];  /* by incarnation */
-    double      coord_restart_t;    /* awaiting recovery since, or < 0 */
-    uint64_t    coord_restart_inc;  /* the incarnation seen before the restart */
-    double      recovery[256];
-    int         nrecovery;
-    double      pending_live_t[MAX_EVENTS]; /* restarts still waiting for progress */
-    int64_t     pending_live_step[MAX_EVENTS];
-    uint64_t    pending_live_inc[MAX_EVENTS];
-    int         npending;
-    int         liveness_failed;
-    char        liveness_detail[256];
-    double      t0;
+    void    *zctx, *zsock;
+    uint64_t zreq;
+    int64_t  gstep, committed, restored;
+    uint64_t inc;
+    int64_t  max_committed_before_inc[1024]; /* by incarnation */
+    double   coord_restart_t;                /* awaiting recovery since, or < 0 */
+    uint64_t coord_restart_inc;              /* the incarnation seen before the restart */
+    double   recovery[256];
+    int      nrecovery;
+    double   pending_live_t[MAX_EVENTS]; /* restarts still waiting for progress */
+    int64_t  pending_live_step[MAX_EVENTS];
+    uint64_t pending_live_inc[MAX_EVENTS];
+    int      npending;
+    int      liveness_failed;
+    char     liveness_detail[256];
+    double   t0;
 } chaos;
 
 static volatile sig_atomic_t chaos_interrupted;
@@ -195,8 +195,8 @@ static void
 start_worker(chaos *c, int task)
 {
     char  t[16], s[32], log[32];
-    char *argv[] = {c->self, "chaos-worker", "--connect", c->endpoint, "--task-index", t,
-                    "--seed", s, NULL};
+    char *argv[] = {c->self, "chaos-worker", "--connect", c->endpoint, "--task-index",
+                    t,       "--seed",       s,           NULL};
     snprintf(t, sizeof(t), "%d", task);
     snprintf(s, sizeof(s), "%" PRIu64, c->seed);
     snprintf(log, sizeof(log), "worker-%d.log", task);
@@ -366,8 +366,8 @@ make_plan(chaos *c)
         if (f->role == ROLE_WORKER && size < 2) {
             f->role = ROLE_CHIEF; /* no other worker to hit */
         }
-        f->task = f->role == ROLE_WORKER ? 1 + (int)(sr_chaos_rng_next(&r) % (uint64_t)(size - 1))
-                                         : 0;
+        f->task =
+            f->role == ROLE_WORKER ? 1 + (int)(sr_chaos_rng_next(&r) % (uint64_t)(size - 1)) : 0;
         f->action = (f->role != ROLE_COORD && sr_chaos_rng_unit(&r) < 0.2) ? ACT_STOP : ACT_KILL;
         f->down_s = f->action == ACT_STOP ? 0.5 + 1.5 * sr_chaos_rng_unit(&r)
                                           : 0.1 + 0.9 * sr_chaos_rng_unit(&r);
@@ -489,10 +489,10 @@ print_progress(chaos *c, int final)
 }
 
 typedef struct {
-    int    role, task;
-    double at;
-    int    is_cont;
-    pid_t *pid;
+    int     role, task;
+    double  at;
+    int     is_cont;
+    pid_t  *pid;
     int64_t resume;
 } pending_up;
 
@@ -643,10 +643,10 @@ cmp_double(const void *a, const void *b)
 static void
 write_svg(chaos *c)
 {
-    char   path[PATH_MAX + 32];
-    FILE  *f;
-    double W = 900, H = 420, L = 70, B = 50, T = 40, Rm = 150;
-    double tmax = c->duration > 0 ? c->duration : 1;
+    char    path[PATH_MAX + 32];
+    FILE   *f;
+    double  W = 900, H = 420, L = 70, B = 50, T = 40, Rm = 150;
+    double  tmax = c->duration > 0 ? c->duration : 1;
     int64_t smax = 1;
 
     for (int i = 0; i < c->nsamples; i++) {
@@ -661,11 +661,14 @@ write_svg(chaos *c)
     double pw = W - L - Rm, ph = H - T - B;
 #define X(t) (L + (t) / tmax * pw)
 #define Y(s) (T + ph - (double)(s) / (double)smax * ph)
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"15\">syncrep chaos: seed %" PRIu64
-               ", %d kills, %d restarts, global step %" PRId64 "</text>\n",
+    fprintf(f,
+            "<text x=\"%.0f\" y=\"22\" font-size=\"15\">syncrep chaos: seed %" PRIu64
+            ", %d kills, %d restarts, global step %" PRId64 "</text>\n",
             L, c->seed, c->kills[0] + c->kills[1] + c->kills[2],
             c->restarts[0] + c->restarts[1] + c->restarts[2], c->gstep);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", L,
@@ -680,16 +683,19 @@ write_svg(chaos *c)
     }
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time</text>\n", L + pw / 2,
             H - 10);
-    fprintf(f, "<text x=\"16\" y=\"%.1f\" transform=\"rotate(-90 16 %.1f)\" "
-               "text-anchor=\"middle\">global step</text>\n", T + ph / 2, T + ph / 2);
+    fprintf(f,
+            "<text x=\"16\" y=\"%.1f\" transform=\"rotate(-90 16 %.1f)\" "
+            "text-anchor=\"middle\">global step</text>\n",
+            T + ph / 2, T + ph / 2);
     for (int i = 0; i < c->nev; i++) {
         const event *e = &c->ev[i];
         int          restart = strcmp(e->what, "restart") == 0 || strcmp(e->what, "cont") == 0;
         if (strcmp(e->what, "kill") && strcmp(e->what, "stop") && !restart) {
             continue;
         }
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"%s\" %s opacity=\"0.8\"><title>%.2fs %s %s %d</title></line>\n",
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"%s\" %s opacity=\"0.8\"><title>%.2fs %s %s %d</title></line>\n",
                 X(e->t), T, X(e->t), T + ph, role_color[e->role], restart ? "1" : "2",
                 restart ? "stroke-dasharray=\"4 3\"" : "", e->t, role_name[e->role], e->what,
                 e->task);
@@ -701,13 +707,16 @@ write_svg(chaos *c)
     fprintf(f, "\"/>\n");
     for (int r = 0; r < 3; r++) {
         double y = T + 10 + r * 36;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"2\"/>\n", L + pw + 14, y, L + pw + 34, y, role_color[r]);
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"2\"/>\n",
+                L + pw + 14, y, L + pw + 34, y, role_color[r]);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s kill</text>\n", L + pw + 40, y + 4,
                 role_name[r]);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-dasharray=\"4 3\"/>\n", L + pw + 14, y + 16, L + pw + 34, y + 16,
-                role_color[r]);
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-dasharray=\"4 3\"/>\n",
+                L + pw + 14, y + 16, L + pw + 34, y + 16, role_color[r]);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s restart</text>\n", L + pw + 40, y + 20,
                 role_name[r]);
     }
@@ -737,9 +746,8 @@ write_report(chaos *c, const sr_chaos_check *checks, int nchecks, int passed, in
                      ",\n  \"config\": {\"workers\": %d, \"replicas_to_aggregate\": %d, "
                      "\"total_replicas\": %d, \"duration_s\": %.1f, \"kill_every_s\": %.2f, "
                      "\"checkpoint_every_steps\": %d, \"optimizer\": \"%s\", \"targets\": [",
-                     passed ? "true" : "false", c->seed, gstep, c->workers, c->R, c->M,
-                     c->duration, c->kill_every, c->checkpoint_every,
-                     sr__optim_name(c->optim.kind));
+                     passed ? "true" : "false", c->seed, gstep, c->workers, c->R, c->M, c->duration,
+                     c->kill_every, c->checkpoint_every, sr__optim_name(c->optim.kind));
     int first = 1;
     for (int i = 0; i < 3; i++) {
         if (c->targets[i]) {
@@ -762,16 +770,16 @@ write_report(chaos *c, const sr_chaos_check *checks, int nchecks, int passed, in
                      c->restarts[0] + c->restarts[1] + c->restarts[2], c->resizes, c->resumes,
                      c->nrecovery, p50, mx);
     for (int i = 0; i < nchecks; i++) {
-        sr_strbuf_printf(&b, "    {\"name\": \"%s\", \"passed\": %s, \"detail\": ",
-                         checks[i].name, checks[i].passed ? "true" : "false");
+        sr_strbuf_printf(&b, "    {\"name\": \"%s\", \"passed\": %s, \"detail\": ", checks[i].name,
+                         checks[i].passed ? "true" : "false");
         sr_strbuf_json_str(&b, checks[i].detail);
         sr_strbuf_printf(&b, "}%s\n", i + 1 < nchecks ? "," : "");
     }
     sr_strbuf_printf(&b, "  ],\n  \"events\": [");
     for (int i = 0; i < c->nev; i++) {
-        sr_strbuf_printf(&b, "%s\n    {\"t\": %.3f, \"role\": \"%s\", \"task\": %d, \"what\": \"%s\"}",
-                         i ? "," : "", c->ev[i].t, role_name[c->ev[i].role], c->ev[i].task,
-                         c->ev[i].what);
+        sr_strbuf_printf(
+            &b, "%s\n    {\"t\": %.3f, \"role\": \"%s\", \"task\": %d, \"what\": \"%s\"}",
+            i ? "," : "", c->ev[i].t, role_name[c->ev[i].role], c->ev[i].task, c->ev[i].what);
     }
     sr_strbuf_printf(&b, "\n  ]\n}\n");
     snprintf(path, sizeof(path), "%s/report.json", c->out);
@@ -910,8 +918,10 @@ parse_args(chaos *c, int argc, char **argv)
         c->M = c->workers;
     }
     if (c->M < c->R) {
-        return sr__cli_usage_error("chaos", "--total-replicas %d < R %d: the harness runs one "
-                                            "batch per worker per step", c->M, c->R);
+        return sr__cli_usage_error("chaos",
+                                   "--total-replicas %d < R %d: the harness runs one "
+                                   "batch per worker per step",
+                                   c->M, c->R);
     }
     if (!have_targets) {
         c->targets[0] = c->targets[1] = c->targets[2] = 1;
@@ -988,8 +998,10 @@ sr__chaos_main(int argc, char **argv)
         fprintf(stderr, "syncrep chaos: cannot load %s: %s: %s\n", c->store, sr_strerror(rc),
                 sr_errdetail());
         for (int i = 0; i < SR_CHAOS_NCHECKS; i++) {
-            checks[i].name = i == 0 ? "replay" : i == 1 ? "strictness" : i == 2 ? "exactly_r"
-                                                                             : "no_lost_commits";
+            checks[i].name = i == 0   ? "replay"
+                             : i == 1 ? "strictness"
+                             : i == 2 ? "exactly_r"
+                                      : "no_lost_commits";
             snprintf(checks[i].detail, sizeof(checks[i].detail), "store unreadable");
         }
         passed = 0;
@@ -1004,15 +1016,19 @@ sr__chaos_main(int argc, char **argv)
     sr_chaos_check *live = &checks[SR_CHAOS_NCHECKS];
     live->name = "liveness";
     live->passed = !c->liveness_failed;
-    snprintf(live->detail, sizeof(live->detail), "%s", c->liveness_failed ? c->liveness_detail : "ok");
+    snprintf(live->detail, sizeof(live->detail), "%s",
+             c->liveness_failed ? c->liveness_detail : "ok");
     passed = passed && live->passed;
     write_report(c, checks, SR_CHAOS_NCHECKS + 1, passed, rc == SR_OK ? e.global_step : c->gstep);
     write_svg(c);
     for (int i = 0; i <= SR_CHAOS_NCHECKS; i++) {
-        fprintf(stderr, "[chaos] %-16s %s%s%s\n", checks[i].name, checks[i].passed ? "PASS" : "FAIL",
-                checks[i].passed ? "" : ": ", checks[i].passed ? "" : checks[i].detail);
+        fprintf(stderr, "[chaos] %-16s %s%s%s\n", checks[i].name,
+                checks[i].passed ? "PASS" : "FAIL", checks[i].passed ? "" : ": ",
+                checks[i].passed ? "" : checks[i].detail);
     }
-    fprintf(stderr, "[chaos] %s: global step %" PRId64 ", report %s/report.json, timeline %s/timeline.svg\n",
+    fprintf(stderr,
+            "[chaos] %s: global step %" PRId64
+            ", report %s/report.json, timeline %s/timeline.svg\n",
             passed ? "PASSED" : "FAILED", rc == SR_OK ? e.global_step : c->gstep, c->out, c->out);
     if (rc == SR_OK) {
         sr_chaos_evidence_free(&e);

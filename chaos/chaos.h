@@ -21,9 +21,9 @@ int sr__chaos_worker_main(const char *endpoint, int task, uint64_t seed, int tim
 /* One coordinator incarnation as recorded in the store. */
 typedef struct {
     uint64_t incarnation;
-    int64_t  restored_step;   /* the global step it started from */
-    int      R;               /* replicas to aggregate in force */
-    int      rewound;         /* started with --resume-from-step */
+    int64_t  restored_step; /* the global step it started from */
+    int      R;             /* replicas to aggregate in force */
+    int      rewound;       /* started with --resume-from-step */
 } sr_chaos_inc;
 
 /* Everything the verifier judges, loaded from the store (and the harness's
@@ -32,18 +32,18 @@ typedef struct {
     uint64_t          seed;
     sr_optim          optim;
     int64_t           global_step;
-    sr_store_contrib *log;            /* ordered by (step, var_id, pos) */
+    sr_store_contrib *log; /* ordered by (step, var_id, pos) */
     size_t            nlog;
-    int64_t           var_id[8];      /* store id of each chaos variable */
-    void             *value[8];       /* stored values */
-    void             *slot[8][3];     /* stored slots, sr__optim_slots order */
+    int64_t           var_id[8];  /* store id of each chaos variable */
+    void             *value[8];   /* stored values */
+    void             *slot[8][3]; /* stored slots, sr__optim_slots order */
     const char       *slot_name[3];
     int               nslots;
-    sr_chaos_inc     *incs;           /* ascending incarnation */
+    sr_chaos_inc     *incs; /* ascending incarnation */
     size_t            nincs;
-    int64_t          *min_restore;    /* per incarnation i >= 1: the least step
-                                         incarnation i may restore (the largest
-                                         committed step observed before it), or -1 */
+    int64_t          *min_restore; /* per incarnation i >= 1: the least step
+                                      incarnation i may restore (the largest
+                                      committed step observed before it), or -1 */
 } sr_chaos_evidence;
 
 typedef struct {

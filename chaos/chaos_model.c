@@ -115,8 +115,7 @@ sr_chaos_grad_dense(uint64_t seed, int v, int32_t task, const void *val, void *g
 }
 
 void
-sr_chaos_grad_sparse(uint64_t seed, int v, int32_t task, const void *val, int64_t *idx,
-                     void *rows)
+sr_chaos_grad_sparse(uint64_t seed, int v, int32_t task, const void *val, int64_t *idx, void *rows)
 {
     const sr_chaos_var *cv = &vars[v];
     uint64_t            nrows = (uint64_t)cv->shape[0];

@@ -14,15 +14,15 @@
 
 #include "core/error.h"
 
-#define SR_CHAOS_NVARS 4
+#define SR_CHAOS_NVARS       4
 #define SR_CHAOS_SPARSE_ROWS 3 /* row indices per sparse push (one repeated) */
 
 typedef struct {
     const char *name;
-    int         dtype;       /* SR_FLOAT32 / SR_FLOAT64 */
+    int         dtype; /* SR_FLOAT32 / SR_FLOAT64 */
     int         ndim;
     int64_t     shape[2];
-    int         sparse;      /* pushed as rows */
+    int         sparse; /* pushed as rows */
 } sr_chaos_var;
 
 /* The model's variables, in declaration order. */
@@ -49,6 +49,6 @@ typedef struct {
 void     sr_chaos_rng_seed(sr_chaos_rng *r, uint64_t seed);
 uint64_t sr_chaos_rng_next(sr_chaos_rng *r);
 /* Uniform in [0, 1). */
-double   sr_chaos_rng_unit(sr_chaos_rng *r);
+double sr_chaos_rng_unit(sr_chaos_rng *r);
 
 #endif

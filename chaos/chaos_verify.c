@@ -55,8 +55,7 @@ config_int(const char *json, const char *key, int dflt)
 }
 
 sr_err
-sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim,
-              sr_chaos_evidence *out)
+sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim, sr_chaos_evidence *out)
 {
     sr_store             *st = NULL;
     sr_store_opts         o;
@@ -106,8 +105,8 @@ sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim,
                 rc = sr_fail(SR_ENOMEM, "chaos evidence");
                 goto out;
             }
-            rc = sr_store_read_tensor(st, vars[k].id, out->slot_name[s], -1, out->slot[v][s],
-                                      bytes);
+            rc =
+                sr_store_read_tensor(st, vars[k].id, out->slot_name[s], -1, out->slot[v][s], bytes);
             if (rc == SR_ENOENT && out->global_step == 0) {
                 rc = SR_OK; /* nothing applied yet: no slot was ever written */
             } else if (rc != SR_OK) {
@@ -224,8 +223,8 @@ check_commits(const sr_chaos_evidence *e, sr_chaos_check *c)
         if (inc->restored_step < e->incs[i - 1].restored_step) {
             c->passed = 0;
             snprintf(c->detail, sizeof(c->detail),
-                     "incarnation %" PRIu64 " restored step %" PRId64 ", older than incarnation %"
-                     PRIu64 "'s start %" PRId64,
+                     "incarnation %" PRIu64 " restored step %" PRId64
+                     ", older than incarnation %" PRIu64 "'s start %" PRId64,
                      inc->incarnation, inc->restored_step, e->incs[i - 1].incarnation,
                      e->incs[i - 1].restored_step);
             return;
@@ -244,8 +243,8 @@ check_commits(const sr_chaos_evidence *e, sr_chaos_check *c)
 
 /* The first differing element, described. */
 static void
-describe_mismatch(char *buf, size_t len, int64_t step, const char *var, const char *slot,
-                  int dtype, const void *want, const void *have, uint64_t n)
+describe_mismatch(char *buf, size_t len, int64_t step, const char *var, const char *slot, int dtype,
+                  const void *want, const void *have, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++) {
         size_t es = sr_dtype_size(dtype);
@@ -253,8 +252,7 @@ describe_mismatch(char *buf, size_t len, int64_t step, const char *var, const ch
             double w = dtype == SR_FLOAT32 ? ((const float *)want)[i] : ((const double *)want)[i];
             double h = dtype == SR_FLOAT32 ? ((const float *)have)[i] : ((const double *)have)[i];
             snprintf(buf, len,
-                     "after step %" PRId64 ": %s%s%s element %" PRIu64
-                     ": replay %.9g, stored %.9g",
+                     "after step %" PRId64 ": %s%s%s element %" PRIu64 ": replay %.9g, stored %.9g",
                      step, var, *slot ? "/" : "", slot, i, w, h);
             return;
         }
@@ -332,9 +330,8 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
         }
         for (int v = 0; v < SR_CHAOS_NVARS; v++) {
             uint64_t n = sr_chaos_elems(&cv[v]);
-            sr__optim_apply_accum(&e->optim, s + 1, &acc[v], val[v],
-                                  s1 >= 0 ? slot[v][s1] : NULL, s2 >= 0 ? slot[v][s2] : NULL,
-                                  NULL, 0);
+            sr__optim_apply_accum(&e->optim, s + 1, &acc[v], val[v], s1 >= 0 ? slot[v][s1] : NULL,
+                                  s2 >= 0 ? slot[v][s2] : NULL, NULL, 0);
             if (ema_slot >= 0) {
                 if (cv[v].dtype == SR_FLOAT32) {
                     sr__ema_f32(e->optim.ema_decay, slot[v][ema_slot], val[v], n);

@@ -79,7 +79,7 @@ one_round(sr_client *c, uint64_t seed, int task)
 int
 sr__chaos_worker_main(const char *endpoint, int task, uint64_t seed, int timeout_ms)
 {
-    struct sigaction sa;
+    struct sigaction  sa;
     sr_client_options o;
     int64_t           rounds = 0;
 

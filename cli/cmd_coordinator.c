@@ -17,7 +17,8 @@ on_signal(int sig)
 }
 
 static const char usage_text[] =
-    "usage: syncrep coordinator --store PATH --replicas-to-aggregate R --learning-rate LR [options]\n"
+    "usage: syncrep coordinator --store PATH --replicas-to-aggregate R --learning-rate LR "
+    "[options]\n"
     "\n"
     "  --store PATH                  SQLite store (created if absent)\n"
     "  --bind ENDPOINT               default tcp://127.0.0.1:7070 (ipc://PATH works too)\n"
@@ -98,9 +99,11 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--momentum") == 0) {
             bad = sr__cli_parse_f64(val, &o.optim.momentum) || o.optim.momentum < 0;
         } else if (strcmp(a, "--beta1") == 0) {
-            bad = sr__cli_parse_f64(val, &o.optim.beta1) || !(o.optim.beta1 >= 0 && o.optim.beta1 < 1);
+            bad = sr__cli_parse_f64(val, &o.optim.beta1) ||
+                  !(o.optim.beta1 >= 0 && o.optim.beta1 < 1);
         } else if (strcmp(a, "--beta2") == 0) {
-            bad = sr__cli_parse_f64(val, &o.optim.beta2) || !(o.optim.beta2 >= 0 && o.optim.beta2 < 1);
+            bad = sr__cli_parse_f64(val, &o.optim.beta2) ||
+                  !(o.optim.beta2 >= 0 && o.optim.beta2 < 1);
         } else if (strcmp(a, "--epsilon") == 0) {
             bad = sr__cli_parse_f64(val, &o.optim.epsilon) || !(o.optim.epsilon > 0);
         } else if (strcmp(a, "--ema-decay") == 0) {

@@ -114,15 +114,14 @@ sr__cli_status(int argc, char **argv)
     zmq_send(sock, hb, sizeof(hb), 0);
     zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
     if (zmq_poll(&it, 1, (long)timeout_ms) <= 0) {
-        fprintf(stderr, "syncrep status: no answer from %s within %lld ms\n", endpoint,
-                timeout_ms);
+        fprintf(stderr, "syncrep status: no answer from %s within %lld ms\n", endpoint, timeout_ms);
         goto out;
     }
     zmq_msg_t m;
     zmq_msg_init(&m);
     zmq_msg_recv(&m, sock, 0);
-    int ok = sr_wire_header_decode(zmq_msg_data(&m), zmq_msg_size(&m), &h) == SR_OK &&
-             zmq_msg_more(&m);
+    int ok =
+        sr_wire_header_decode(zmq_msg_data(&m), zmq_msg_size(&m), &h) == SR_OK && zmq_msg_more(&m);
     zmq_msg_close(&m);
     zmq_msg_init(&m);
     if (!ok || zmq_msg_recv(&m, sock, 0) < 0) {
@@ -131,15 +130,14 @@ sr__cli_status(int argc, char **argv)
         goto out;
     }
     if (h.status != SR_OK) {
-        fprintf(stderr, "syncrep status: %s: %.*s\n", sr_strerror(h.status),
-                (int)zmq_msg_size(&m), (const char *)zmq_msg_data(&m));
+        fprintf(stderr, "syncrep status: %s: %.*s\n", sr_strerror(h.status), (int)zmq_msg_size(&m),
+                (const char *)zmq_msg_data(&m));
     } else if (json) {
         printf("%.*s\n", (int)zmq_msg_size(&m), (const char *)zmq_msg_data(&m));
         rc = 0;
     } else {
         char text[65536];
-        snprintf(text, sizeof(text), "%.*s", (int)zmq_msg_size(&m),
-                 (const char *)zmq_msg_data(&m));
+        snprintf(text, sizeof(text), "%.*s", (int)zmq_msg_size(&m), (const char *)zmq_msg_data(&m));
         print_human(text);
         rc = 0;
     }

@@ -95,21 +95,21 @@ open_ro(const char *path, int skip_quick_check, sr_store **st)
 
 /* Everything inspect shows, read through the public API. */
 typedef struct {
-    sr_store_info        info;
-    char                *config;
-    sr_store_var        *vars;
-    size_t               nvars;
-    char              ***slots;  /* per variable */
-    size_t              *nslots;
-    size_t              *nchunks;
-    sr_store_worker     *workers;
-    size_t               nworkers;
-    int64_t             *ckpts;
-    size_t               nckpts;
-    sr_store_rewind_rec *rewinds;
-    size_t               nrewinds;
-    sr_store_incarnation *incs;  /* one block */
-    size_t               nincs;
+    sr_store_info         info;
+    char                 *config;
+    sr_store_var         *vars;
+    size_t                nvars;
+    char               ***slots; /* per variable */
+    size_t               *nslots;
+    size_t               *nchunks;
+    sr_store_worker      *workers;
+    size_t                nworkers;
+    int64_t              *ckpts;
+    size_t                nckpts;
+    sr_store_rewind_rec  *rewinds;
+    size_t                nrewinds;
+    sr_store_incarnation *incs; /* one block */
+    size_t                nincs;
 } inspection;
 
 static void
@@ -199,12 +199,11 @@ print_json(const char *path, const inspection *in)
     for (size_t i = 0; i < in->nworkers; i++) {
         const sr_store_worker *w = &in->workers[i];
         iso_time(w->last_seen_ms, t, sizeof(t));
-        sr_strbuf_printf(&b,
-                         "%s{\"task_index\":%d,\"local_step\":%" PRId64
-                         ",\"last_seen\":\"%s\",\"last_seen_ms\":%" PRId64
-                         ",\"incarnation\":%" PRIu64 "}",
-                         i ? "," : "", (int)w->task_index, w->local_step, t, w->last_seen_ms,
-                         w->incarnation);
+        sr_strbuf_printf(
+            &b,
+            "%s{\"task_index\":%d,\"local_step\":%" PRId64
+            ",\"last_seen\":\"%s\",\"last_seen_ms\":%" PRId64 ",\"incarnation\":%" PRIu64 "}",
+            i ? "," : "", (int)w->task_index, w->local_step, t, w->last_seen_ms, w->incarnation);
     }
     sr_strbuf_printf(&b, "],\"checkpoints\":[");
     for (size_t i = 0; i < in->nckpts; i++) {
@@ -252,8 +251,8 @@ print_human(const char *path, const inspection *in)
     }
     printf("\nvariables (%zu)\n", in->nvars);
     if (in->nvars > 0) {
-        printf("  %-5s %-24s %-8s %-16s %14s %-9s %8s %7s  %s\n", "id", "name", "dtype",
-               "shape", "bytes", "trainable", "created", "chunks", "slots");
+        printf("  %-5s %-24s %-8s %-16s %14s %-9s %8s %7s  %s\n", "id", "name", "dtype", "shape",
+               "bytes", "trainable", "created", "chunks", "slots");
     }
     for (size_t i = 0; i < in->nvars; i++) {
         const sr_store_var *v = &in->vars[i];
@@ -284,8 +283,8 @@ print_human(const char *path, const inspection *in)
     for (size_t i = 0; i < in->nrewinds; i++) {
         const sr_store_rewind_rec *r = &in->rewinds[i];
         iso_time(r->at_ms, t, sizeof(t));
-        printf("  incarnation %" PRIu64 ": step %" PRId64 " -> %" PRId64 " at %s\n",
-               r->incarnation, r->from_step, r->to_step, t);
+        printf("  incarnation %" PRIu64 ": step %" PRId64 " -> %" PRId64 " at %s\n", r->incarnation,
+               r->from_step, r->to_step, t);
     }
     printf("\nincarnations (%zu)\n", in->nincs);
     for (size_t i = 0; i < in->nincs; i++) {

@@ -184,16 +184,15 @@ sr_err
 sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_t n,
                       int64_t local_step, int32_t task, sr_accum_outcome *outcome)
 {
-    size_t  es = sr_dtype_size(a->dtype);
-    size_t  row_bytes = (size_t)a->row_elems * es;
+    size_t   es = sr_dtype_size(a->dtype);
+    size_t   row_bytes = (size_t)a->row_elems * es;
     row_pos *ord;
-    sr_err  rc;
+    sr_err   rc;
 
     for (uint64_t i = 0; i < n; i++) {
         if (idx[i] < 0 || (uint64_t)idx[i] >= a->nrows) {
             return sr_fail(SR_EINVAL, "sparse row index %lld out of range [0, %llu) at %llu",
-                           (long long)idx[i], (unsigned long long)a->nrows,
-                           (unsigned long long)i);
+                           (long long)idx[i], (unsigned long long)a->nrows, (unsigned long long)i);
         }
     }
     if (is_stale(a, local_step)) {

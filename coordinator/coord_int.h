@@ -45,21 +45,21 @@ typedef struct {
 } sr_contrib;
 
 typedef struct sr_accum {
-    int       dtype;       /* SR_FLOAT32 or SR_FLOAT64 */
-    uint64_t  elems;       /* elements of the variable */
-    uint64_t  nrows;       /* first dimension (1 for scalars) */
-    uint64_t  row_elems;   /* elements per row */
-    int       R;           /* gradients to take */
-    int64_t   step;        /* accepting gradients computed at this step */
-    int       count;       /* accepted this step */
-    int       taken;       /* TAKEN: waiting for the apply */
-    int       mode;        /* SR_ACC_NONE until the first accepted push of a step */
-    void     *sum;         /* elems values */
-    int       sum_dirty;   /* a dense step left values in sum (sparse needs zeros) */
-    uint32_t *row_count;   /* sparse: gradients that touched each row this step */
-    uint64_t *touched;     /* sparse: rows touched this step, unordered */
-    uint64_t  ntouched;
-    sr_contrib *contrib;   /* R entries */
+    int         dtype;     /* SR_FLOAT32 or SR_FLOAT64 */
+    uint64_t    elems;     /* elements of the variable */
+    uint64_t    nrows;     /* first dimension (1 for scalars) */
+    uint64_t    row_elems; /* elements per row */
+    int         R;         /* gradients to take */
+    int64_t     step;      /* accepting gradients computed at this step */
+    int         count;     /* accepted this step */
+    int         taken;     /* TAKEN: waiting for the apply */
+    int         mode;      /* SR_ACC_NONE until the first accepted push of a step */
+    void       *sum;       /* elems values */
+    int         sum_dirty; /* a dense step left values in sum (sparse needs zeros) */
+    uint32_t   *row_count; /* sparse: gradients that touched each row this step */
+    uint64_t   *touched;   /* sparse: rows touched this step, unordered */
+    uint64_t    ntouched;
+    sr_contrib *contrib; /* R entries */
     /* Scratch for sorting sparse pushes; grows, never shrinks. */
     uint64_t *order;
     size_t    order_cap;
@@ -71,8 +71,7 @@ typedef enum {
 } sr_accum_outcome;
 
 /* Allocate the sums (elems x dtype) lazily on the first push. */
-sr_err sr__accum_init(sr_accum *a, int dtype, uint64_t elems, uint64_t nrows, int R,
-                      int64_t step);
+sr_err sr__accum_init(sr_accum *a, int dtype, uint64_t elems, uint64_t nrows, int R, int64_t step);
 void   sr__accum_destroy(sr_accum *a);
 
 /* Add a dense gradient (elems values of the accumulator's dtype, already
@@ -98,13 +97,13 @@ void sr__accum_set_step(sr_accum *a, int64_t step);
 typedef enum { SR_OPT_SGD = 0, SR_OPT_MOMENTUM = 1, SR_OPT_ADAM = 2 } sr_opt_kind;
 
 typedef struct {
-    int    kind;          /* sr_opt_kind */
+    int    kind; /* sr_opt_kind */
     double lr;
-    double momentum;      /* momentum: accum = momentum * accum + g */
+    double momentum;              /* momentum: accum = momentum * accum + g */
     double beta1, beta2, epsilon; /* adam */
-    double ema_decay;     /* shadow -= (1 - decay) * (shadow - var) */
-    int    ema;           /* keep EMA shadows */
-    int    sparse_mean;   /* SR_SPARSE_MEAN_PER_ROW / _PER_REPLICA */
+    double ema_decay;             /* shadow -= (1 - decay) * (shadow - var) */
+    int    ema;                   /* keep EMA shadows */
+    int    sparse_mean;           /* SR_SPARSE_MEAN_PER_ROW / _PER_REPLICA */
 } sr_optim;
 
 /* Names of the optimizer slots of a configuration (0, 1 or 2), then "ema"
@@ -112,16 +111,16 @@ typedef struct {
 int sr__optim_slots(const sr_optim *o, const char *names[3]);
 
 /* sr_opt_kind from "sgd|momentum|adam". */
-sr_err sr__optim_parse(const char *s, int *kind);
+sr_err      sr__optim_parse(const char *s, int *kind);
 const char *sr__optim_name(int kind);
 
 /* Apply the averaged gradient sum/div to n elements of var, updating the
  * slots s1 (momentum or adam m) and s2 (adam v), as one fused loop.  t is
  * the 1-based count of applied steps (adam bias correction). */
-void sr__optim_apply_f32(const sr_optim *o, int64_t t, float *var, const float *sum,
-                         double div, float *s1, float *s2, uint64_t n);
-void sr__optim_apply_f64(const sr_optim *o, int64_t t, double *var, const double *sum,
-                         double div, double *s1, double *s2, uint64_t n);
+void sr__optim_apply_f32(const sr_optim *o, int64_t t, float *var, const float *sum, double div,
+                         float *s1, float *s2, uint64_t n);
+void sr__optim_apply_f64(const sr_optim *o, int64_t t, double *var, const double *sum, double div,
+                         double *s1, double *s2, uint64_t n);
 /* shadow -= (1 - decay) * (shadow - var) over n elements. */
 void sr__ema_f32(double decay, float *shadow, const float *var, uint64_t n);
 void sr__ema_f64(double decay, double *shadow, const double *var, uint64_t n);
@@ -130,8 +129,8 @@ void sr__ema_f64(double decay, double *shadow, const double *var, uint64_t n);
  * element; sparse: only touched rows, averaged per row or per replica) and
  * mark the changed chunks in dirty (chunk_elems elements each; may be
  * NULL).  Does not reset the accumulator. */
-void sr__optim_apply_accum(const sr_optim *o, int64_t t, const sr_accum *a, void *var,
-                           void *s1, void *s2, uint8_t *dirty, uint64_t chunk_elems);
+void sr__optim_apply_accum(const sr_optim *o, int64_t t, const sr_accum *a, void *var, void *s1,
+                           void *s2, uint8_t *dirty, uint64_t chunk_elems);
 
 /* 1 if any of n values is NaN or Inf. */
 int sr__nonfinite(int dtype, const void *p, uint64_t n);
@@ -139,18 +138,18 @@ int sr__nonfinite(int dtype, const void *p, uint64_t n);
 /* ---- the token queue ---------------------------------------------------- */
 
 typedef struct {
-    int64_t *v;      /* ring buffer of token values (global steps) */
+    int64_t *v; /* ring buffer of token values (global steps) */
     size_t   cap;
-    size_t   head;   /* index of the oldest */
+    size_t   head; /* index of the oldest */
     size_t   len;
 } sr_tokens;
 
-void   sr__tokens_init(sr_tokens *q);
-void   sr__tokens_destroy(sr_tokens *q);
+void sr__tokens_init(sr_tokens *q);
+void sr__tokens_destroy(sr_tokens *q);
 /* Append n tokens of value v (FIFO). */
 sr_err sr__tokens_put(sr_tokens *q, int64_t v, size_t n);
 /* Take the oldest; 0 and *out set, or -1 when empty. */
-int    sr__tokens_take(sr_tokens *q, int64_t *out);
+int sr__tokens_take(sr_tokens *q, int64_t *out);
 /* Put one back at the front (a token that could not be delivered). */
 sr_err sr__tokens_unget(sr_tokens *q, int64_t v);
 

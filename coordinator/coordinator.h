@@ -13,21 +13,21 @@
 #include "core/error.h"
 
 typedef struct {
-    const char *store_path;       /* created if absent */
-    const char *bind;             /* ZeroMQ endpoint */
-    int         R;                /* replicas to aggregate (>= 1) */
-    int         N;                /* total replicas (default R) */
-    int         init_tokens;      /* tokens when the model becomes ready; -1 = R */
+    const char *store_path;  /* created if absent */
+    const char *bind;        /* ZeroMQ endpoint */
+    int         R;           /* replicas to aggregate (>= 1) */
+    int         N;           /* total replicas (default R) */
+    int         init_tokens; /* tokens when the model becomes ready; -1 = R */
     sr_optim    optim;
-    int         checkpoint_every; /* commit every k steps; 0 = only at shutdown */
-    int         keep_checkpoints; /* retained restorable steps */
-    int64_t     resume_from_step; /* -1 = latest; else rewind to this retained step */
-    int         step_log;         /* record contributors of every step */
-    int         sync_normal;      /* synchronous=NORMAL instead of FULL */
-    int         nonfinite_allow;  /* accept NaN/Inf gradients */
-    int         grace_ms;         /* SIGINT/SIGTERM: time to finish the step */
-    int         log_interval_ms;  /* step-rate log period */
-    int         worker_timeout_ms;/* a worker not heard from this long has left */
+    int         checkpoint_every;  /* commit every k steps; 0 = only at shutdown */
+    int         keep_checkpoints;  /* retained restorable steps */
+    int64_t     resume_from_step;  /* -1 = latest; else rewind to this retained step */
+    int         step_log;          /* record contributors of every step */
+    int         sync_normal;       /* synchronous=NORMAL instead of FULL */
+    int         nonfinite_allow;   /* accept NaN/Inf gradients */
+    int         grace_ms;          /* SIGINT/SIGTERM: time to finish the step */
+    int         log_interval_ms;   /* step-rate log period */
+    int         worker_timeout_ms; /* a worker not heard from this long has left */
 } sr_coord_opts;
 
 /* Defaults for everything but store_path, R and optim.lr. */

@@ -72,41 +72,41 @@ adam_lr_t(const sr_optim *o, int64_t t)
     return o->lr * sqrt(1.0 - b2t) / (1.0 - b1t);
 }
 
-#define SR_DEFINE_APPLY(T, SUF, SQRT)                                                     \
-    void sr__optim_apply_##SUF(const sr_optim *o, int64_t t, T *restrict var,             \
-                               const T *restrict sum, double div, T *restrict s1,         \
-                               T *restrict s2, uint64_t n)                                \
-    {                                                                                     \
-        const T d = (T)div;                                                               \
-        const T lr = (T)o->lr;                                                            \
-        if (o->kind == SR_OPT_SGD) {                                                      \
-            for (uint64_t i = 0; i < n; i++) {                                            \
-                var[i] -= lr * (sum[i] / d);                                              \
-            }                                                                             \
-        } else if (o->kind == SR_OPT_MOMENTUM) {                                          \
-            const T mom = (T)o->momentum;                                                 \
-            for (uint64_t i = 0; i < n; i++) {                                            \
-                s1[i] = mom * s1[i] + sum[i] / d;                                         \
-                var[i] -= lr * s1[i];                                                     \
-            }                                                                             \
-        } else {                                                                          \
-            const T b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon;              \
-            const T lrt = (T)adam_lr_t(o, t);                                             \
-            const T one = (T)1;                                                           \
-            for (uint64_t i = 0; i < n; i++) {                                            \
-                T g = sum[i] / d;                                                         \
-                s1[i] = b1 * s1[i] + (one - b1) * g;                                      \
-                s2[i] = b2 * s2[i] + (one - b2) * g * g;                                  \
-                var[i] -= lrt * s1[i] / (SQRT(s2[i]) + eps);                              \
-            }                                                                             \
-        }                                                                                 \
-    }                                                                                     \
-    void sr__ema_##SUF(double decay, T *restrict shadow, const T *restrict var, uint64_t n) \
-    {                                                                                     \
-        const T k = (T)(1.0 - decay);                                                     \
-        for (uint64_t i = 0; i < n; i++) {                                                \
-            shadow[i] -= k * (shadow[i] - var[i]);                                        \
-        }                                                                                 \
+#define SR_DEFINE_APPLY(T, SUF, SQRT)                                                             \
+    void sr__optim_apply_##SUF(const sr_optim *o, int64_t    t, T *restrict var,                  \
+                               const T *restrict sum, double div, T *restrict s1, T *restrict s2, \
+                               uint64_t n)                                                        \
+    {                                                                                             \
+        const T d = (T)div;                                                                       \
+        const T lr = (T)o->lr;                                                                    \
+        if (o->kind == SR_OPT_SGD) {                                                              \
+            for (uint64_t i = 0; i < n; i++) {                                                    \
+                var[i] -= lr * (sum[i] / d);                                                      \
+            }                                                                                     \
+        } else if (o->kind == SR_OPT_MOMENTUM) {                                                  \
+            const T mom = (T)o->momentum;                                                         \
+            for (uint64_t i = 0; i < n; i++) {                                                    \
+                s1[i] = mom * s1[i] + sum[i] / d;                                                 \
+                var[i] -= lr * s1[i];                                                             \
+            }                                                                                     \
+        } else {                                                                                  \
+            const T b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon;                      \
+            const T lrt = (T)adam_lr_t(o, t);                                                     \
+            const T one = (T)1;                                                                   \
+            for (uint64_t i = 0; i < n; i++) {                                                    \
+                T g = sum[i] / d;                                                                 \
+                s1[i] = b1 * s1[i] + (one - b1) * g;                                              \
+                s2[i] = b2 * s2[i] + (one - b2) * g * g;                                          \
+                var[i] -= lrt * s1[i] / (SQRT(s2[i]) + eps);                                      \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    void sr__ema_##SUF(double decay, T *restrict shadow, const T *restrict var, uint64_t n)       \
+    {                                                                                             \
+        const T k = (T)(1.0 - decay);                                                             \
+        for (uint64_t i = 0; i < n; i++) {                                                        \
+            shadow[i] -= k * (shadow[i] - var[i]);                                                \
+        }                                                                                         \
     }
 
 SR_DEFINE_APPLY(float, f32, sqrtf)
@@ -147,8 +147,8 @@ sr__optim_apply_accum(const sr_optim *o, int64_t t, const sr_accum *a, void *var
     }
     for (uint64_t i = 0; i < a->ntouched; i++) {
         uint64_t r = a->touched[i];
-        double   div = o->sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)a->R
-                                                                     : (double)a->row_count[r];
+        double   div =
+            o->sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)a->R : (double)a->row_count[r];
         apply_range(o, t, a->dtype, var, a->sum, div, s1, s2, r * a->row_elems, a->row_elems);
         mark_dirty(dirty, chunk_elems, r * a->row_elems, a->row_elems);
     }

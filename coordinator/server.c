@@ -33,16 +33,16 @@
 #include "store/store.h"
 #include "wire/wire.h"
 
-#define MAX_PARTS 8            /* routing id + header + at most 3 body frames, with room */
-#define PARKED_EXPIRE_MS 3500  /* clients re-send TOKEN every second while they wait */
+#define MAX_PARTS        8    /* routing id + header + at most 3 body frames, with room */
+#define PARKED_EXPIRE_MS 3500 /* clients re-send TOKEN every second while they wait */
 
 typedef struct cvar {
     sr_store_var meta;
     void        *value;
-    void        *s1, *s2, *ema;  /* optimizer slots and EMA shadow (NULL if unused) */
-    sr_accum     acc;            /* trainable only */
+    void        *s1, *s2, *ema; /* optimizer slots and EMA shadow (NULL if unused) */
+    sr_accum     acc;           /* trainable only */
     int          has_acc;
-    uint8_t     *dirty;          /* per chunk, changed since the last commit */
+    uint8_t     *dirty; /* per chunk, changed since the last commit */
     size_t       nchunks;
     uint64_t     chunk_elems;
     int          dirty_any;
@@ -51,16 +51,16 @@ typedef struct cvar {
 typedef struct client {
     uint64_t client_id;
     int32_t  task;
-    uint8_t  rid[256];           /* current ZeroMQ routing id */
+    uint8_t  rid[256]; /* current ZeroMQ routing id */
     size_t   rid_len;
-    uint64_t last_seq;           /* highest push seq processed */
-    uint64_t last_req;           /* highest non-PING request id seen */
-    uint64_t token_req;          /* last answered TOKEN request id, and its value */
+    uint64_t last_seq;  /* highest push seq processed */
+    uint64_t last_req;  /* highest non-PING request id seen */
+    uint64_t token_req; /* last answered TOKEN request id, and its value */
     int64_t  token_val;
     int      parked;
     uint64_t parked_req;
-    uint64_t parked_order;       /* FIFO among parked clients */
-    int64_t  last_seen_ms;       /* monotonic */
+    uint64_t parked_order; /* FIFO among parked clients */
+    int64_t  last_seen_ms; /* monotonic */
     int      gone;
     uint64_t accepted, stale, duplicate, errors;
 } client;
@@ -78,7 +78,7 @@ typedef struct coord {
     uint64_t             incarnation;
     int64_t              global_step;
     int64_t              committed_step;
-    int64_t              restored_step;  /* the global step this incarnation started at */
+    int64_t              restored_step; /* the global step this incarnation started at */
     int                  model_ready;
     cvar                *vars;
     size_t               nvars, cap_vars;
@@ -89,11 +89,11 @@ typedef struct coord {
     worker              *workers;
     size_t               nworkers, cap_workers;
     sr_tokens            tokens;
-    sr_store_contrib    *log;    /* step log rows not committed yet */
+    sr_store_contrib    *log; /* step log rows not committed yet */
     size_t               nlog, cap_log;
-    int                  commit_pending;   /* tokens wait for a commit that failed */
+    int                  commit_pending; /* tokens wait for a commit that failed */
     int64_t              commit_retry_ms;
-    int64_t              pending_release;  /* tokens to release once committed */
+    int64_t              pending_release; /* tokens to release once committed */
     int64_t              last_rate_ms, last_rate_step;
     uint64_t             malformed;
     int64_t              last_malformed_log_ms;
@@ -327,8 +327,8 @@ add_var(coord *c, const sr_store_var *meta, void *value, int load_slots)
         if (rows == 0) {
             rows = 1; /* an empty variable: no rows to push to, dense pushes of 0 bytes */
         }
-        if ((rc = sr__accum_init(&v->acc, v->meta.dtype, elems, rows, c->o->R,
-                                 c->global_step)) != SR_OK) {
+        if ((rc = sr__accum_init(&v->acc, v->meta.dtype, elems, rows, c->o->R, c->global_step)) !=
+            SR_OK) {
             goto fail;
         }
         v->has_acc = 1;
@@ -616,16 +616,16 @@ typedef struct {
     const uint8_t *rid;
     size_t         rid_len;
     sr_wire_header h;
-    zmq_msg_t     *body;   /* body frames (after the header) */
+    zmq_msg_t     *body; /* body frames (after the header) */
     int            nbody;
     client        *cl;
 } req_ctx;
 
-#define REPLY_ERR(r, code, ...)                                            \
-    do {                                                                   \
-        char msg_[1024];                                                    \
-        snprintf(msg_, sizeof(msg_), __VA_ARGS__);                         \
-        send_error(c, (r)->rid, (r)->rid_len, &(r)->h, (code), msg_);      \
+#define REPLY_ERR(r, code, ...)                                       \
+    do {                                                              \
+        char msg_[1024];                                              \
+        snprintf(msg_, sizeof(msg_), __VA_ARGS__);                    \
+        send_error(c, (r)->rid, (r)->rid_len, &(r)->h, (code), msg_); \
     } while (0)
 
 static void
@@ -674,8 +674,7 @@ handle_declare(coord *c, req_ctx *r)
     char            have[200], want[200];
 
     if (r->nbody < 1 || r->nbody > 2 ||
-        sr_wire_vardesc_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &d) !=
-            SR_OK) {
+        sr_wire_vardesc_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &d) != SR_OK) {
         REPLY_ERR(r, SR_EPROTO, "DECLARE: %s", r->nbody < 1 ? "no descriptor" : sr_errdetail());
         return;
     }
@@ -688,8 +687,7 @@ handle_declare(coord *c, req_ctx *r)
     if ((v = find_var(c, d.name)) != NULL) {
         describe(v->meta.dtype, v->meta.ndim, v->meta.shape, have, sizeof(have));
         if (!shape_equal(&v->meta, &d)) {
-            REPLY_ERR(r, SR_EEXIST, "variable %s exists as %s, declared as %s", d.name, have,
-                      want);
+            REPLY_ERR(r, SR_EEXIST, "variable %s exists as %s, declared as %s", d.name, have, want);
             return;
         }
         if (v->meta.trainable != trainable) {
@@ -702,9 +700,10 @@ handle_declare(coord *c, req_ctx *r)
         return;
     }
     if (r->h.task_index != 0 || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY)) {
-        REPLY_ERR(r, c->model_ready || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY) ? SR_ENOENT : SR_ENOTREADY,
-                  "variable %s: not declared by the chief%s", d.name,
-                  c->model_ready ? "" : " (model not ready yet)");
+        REPLY_ERR(
+            r, c->model_ready || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY) ? SR_ENOENT : SR_ENOTREADY,
+            "variable %s: not declared by the chief%s", d.name,
+            c->model_ready ? "" : " (model not ready yet)");
         return;
     }
     if (r->nbody == 2) {
@@ -736,9 +735,10 @@ handle_declare(coord *c, req_ctx *r)
         REPLY_ERR(r, rc, "declare %s: %s", d.name, sr_errdetail());
         return;
     }
-    SR_LOG(SR_LOG_NOTICE, "COORD-DECLARE", "variable=%s type=%s bytes=%" PRIu64
-           " trainable=%d global_step=%" PRId64 "%s", d.name, want, nbytes, trainable,
-           c->global_step, c->model_ready ? " (added to a ready model)" : "");
+    SR_LOG(SR_LOG_NOTICE, "COORD-DECLARE",
+           "variable=%s type=%s bytes=%" PRIu64 " trainable=%d global_step=%" PRId64 "%s", d.name,
+           want, nbytes, trainable, c->global_step,
+           c->model_ready ? " (added to a ready model)" : "");
     send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
 }
 
@@ -748,9 +748,8 @@ handle_ready(coord *c, req_ctx *r)
     sr_wire_ready_req q;
     uint8_t           buf[SR_WIRE_BODY_MAX];
 
-    if (r->nbody != 1 ||
-        sr_wire_ready_req_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &q) !=
-            SR_OK) {
+    if (r->nbody != 1 || sr_wire_ready_req_decode(zmq_msg_data(&r->body[0]),
+                                                  zmq_msg_size(&r->body[0]), &q) != SR_OK) {
         REPLY_ERR(r, SR_EPROTO, "READY: bad body");
         return;
     }
@@ -879,9 +878,8 @@ handle_push(coord *c, req_ctx *r)
     cvar            *v;
     sr_err           rc;
 
-    if (r->nbody != 2 ||
-        sr_wire_pushdesc_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &p) !=
-            SR_OK) {
+    if (r->nbody != 2 || sr_wire_pushdesc_decode(zmq_msg_data(&r->body[0]),
+                                                 zmq_msg_size(&r->body[0]), &p) != SR_OK) {
         REPLY_ERR(r, SR_EPROTO, "PUSH: bad frames");
         return;
     }
@@ -889,8 +887,8 @@ handle_push(coord *c, req_ctx *r)
         return;
     }
     if (p.count != v->meta.nbytes || zmq_msg_size(&r->body[1]) != v->meta.nbytes) {
-        REPLY_ERR(r, SR_EINVAL, "push %s: gradient is %zu bytes, variable is %" PRIu64,
-                  p.name, zmq_msg_size(&r->body[1]), v->meta.nbytes);
+        REPLY_ERR(r, SR_EINVAL, "push %s: gradient is %zu bytes, variable is %" PRIu64, p.name,
+                  zmq_msg_size(&r->body[1]), v->meta.nbytes);
         return;
     }
     if (!c->o->nonfinite_allow &&
@@ -899,8 +897,8 @@ handle_push(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", p.name);
         return;
     }
-    rc = sr__accum_push_dense(&v->acc, zmq_msg_data(&r->body[1]), r->h.local_step,
-                              r->h.task_index, &out);
+    rc = sr__accum_push_dense(&v->acc, zmq_msg_data(&r->body[1]), r->h.local_step, r->h.task_index,
+                              &out);
     if (rc != SR_OK) {
         REPLY_ERR(r, rc, "push %s: %s", p.name, sr_errdetail());
         return;
@@ -920,9 +918,8 @@ handle_push_sparse(coord *c, req_ctx *r)
     cvar            *v;
     sr_err           rc;
 
-    if (r->nbody != 3 ||
-        sr_wire_pushdesc_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &p) !=
-            SR_OK) {
+    if (r->nbody != 3 || sr_wire_pushdesc_decode(zmq_msg_data(&r->body[0]),
+                                                 zmq_msg_size(&r->body[0]), &p) != SR_OK) {
         REPLY_ERR(r, SR_EPROTO, "PUSH_SPARSE: bad frames");
         return;
     }
@@ -953,8 +950,8 @@ handle_push_sparse(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_ENONFINITE, "push_sparse %s: gradient contains NaN or Inf", p.name);
         return;
     }
-    rc = sr__accum_push_sparse(&v->acc, idx, zmq_msg_data(&r->body[2]), p.count,
-                               r->h.local_step, r->h.task_index, &out);
+    rc = sr__accum_push_sparse(&v->acc, idx, zmq_msg_data(&r->body[2]), p.count, r->h.local_step,
+                               r->h.task_index, &out);
     if (rc != SR_OK) {
         REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
         return;
@@ -1054,8 +1051,7 @@ count_malformed(coord *c, const char *why)
     c->malformed++;
     if (now - c->last_malformed_log_ms >= 5000) {
         c->last_malformed_log_ms = now;
-        SR_LOG(SR_LOG_WARN, "COORD-MALFORMED", "count=%" PRIu64 " last=\"%s\"", c->malformed,
-               why);
+        SR_LOG(SR_LOG_WARN, "COORD-MALFORMED", "count=%" PRIu64 " last=\"%s\"", c->malformed, why);
     }
 }
 
@@ -1210,11 +1206,11 @@ status_json(coord *c, sr_strbuf *b)
 static sr_err
 coord_start(coord *c)
 {
-    sr_store_opts  so;
-    sr_store_info  info;
-    sr_strbuf      cfg;
-    const char    *cfg_text;
-    sr_err         rc;
+    sr_store_opts        so;
+    sr_store_info        info;
+    sr_strbuf            cfg;
+    const char          *cfg_text;
+    sr_err               rc;
     const sr_coord_opts *o = c->o;
 
     memset(&so, 0, sizeof(so));
@@ -1274,8 +1270,7 @@ open_socket(coord *c)
 {
     int one = 1, zero = 0, hwm = 10000;
 
-    if ((c->ctx = zmq_ctx_new()) == NULL ||
-        (c->sock = zmq_socket(c->ctx, ZMQ_ROUTER)) == NULL) {
+    if ((c->ctx = zmq_ctx_new()) == NULL || (c->sock = zmq_socket(c->ctx, ZMQ_ROUTER)) == NULL) {
         return sr_fail(SR_EMSG, "zmq socket: %s", zmq_strerror(errno));
     }
     zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
@@ -1318,8 +1313,8 @@ periodic(coord *c)
         c->steps_per_s = c->last_rate_ms ? (c->global_step - c->last_rate_step) / secs : 0.0;
         if (c->last_rate_ms && c->global_step != c->last_rate_step) {
             SR_LOG(SR_LOG_INFO, "COORD-STEP",
-                   "global_step=%" PRId64 " committed=%" PRId64 " steps_per_s=%.2f",
-                   c->global_step, c->committed_step, c->steps_per_s);
+                   "global_step=%" PRId64 " committed=%" PRId64 " steps_per_s=%.2f", c->global_step,
+                   c->committed_step, c->steps_per_s);
         }
         c->last_rate_ms = now;
         c->last_rate_step = c->global_step;
@@ -1485,8 +1480,8 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         }
     }
     SR_LOG(SR_LOG_NOTICE, "COORD-SHUTDOWN",
-           "incarnation=%" PRIu64 " global_step=%" PRId64 " committed_step=%" PRId64,
-           c.incarnation, c.global_step, c.committed_step);
+           "incarnation=%" PRIu64 " global_step=%" PRId64 " committed_step=%" PRId64, c.incarnation,
+           c.global_step, c.committed_step);
     coord_free(&c);
     return rc;
 }

@@ -21,8 +21,7 @@
 sr_err sr_fail(sr_err e, const char *fmt, ...) SR_PRINTF(2, 3);
 sr_err sr_vfail(sr_err e, const char *fmt, va_list ap) SR_PRINTF(2, 0);
 /* As sr_fail, prefixing "file:line: ". */
-sr_err sr_fail_at(sr_err e, const char *file, int line, const char *fmt, ...)
-    SR_PRINTF(4, 5);
+sr_err sr_fail_at(sr_err e, const char *file, int line, const char *fmt, ...) SR_PRINTF(4, 5);
 /* Clear this thread's detail. */
 void sr_clear_error(void);
 
@@ -34,12 +33,12 @@ void sr_clear_error(void);
 #ifdef NDEBUG
 #define SR_ASSERT(x) ((void)0)
 #define SR_ALWAYS(x) (x)
-#define SR_NEVER(x) (x)
+#define SR_NEVER(x)  (x)
 #else
 #include <assert.h>
 #define SR_ASSERT(x) assert(x)
 #define SR_ALWAYS(x) ((x) ? 1 : (assert(0 && #x), 0))
-#define SR_NEVER(x) ((x) ? (assert(0 && #x), 1) : 0)
+#define SR_NEVER(x)  ((x) ? (assert(0 && #x), 1) : 0)
 #endif
 
 /* Checked snprintf into a fixed buffer: truncation is reported, not silent.

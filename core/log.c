@@ -41,8 +41,8 @@ stderr_sink(int level, const char *id, const char *msg)
     gmtime_r(&ts.tv_sec, &tm);
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
     pthread_mutex_lock(&stderr_lock);
-    fprintf(stderr, "%s.%03ldZ %-6s %s %s\n", when, ts.tv_nsec / 1000000L, level_name(level),
-            id, msg);
+    fprintf(stderr, "%s.%03ldZ %-6s %s %s\n", when, ts.tv_nsec / 1000000L, level_name(level), id,
+            msg);
     fflush(stderr);
     pthread_mutex_unlock(&stderr_lock);
 }

@@ -32,11 +32,11 @@ sr_err sr_log_parse_level(const char *s, int *out);
 
 void sr_log_emit(int level, const char *id, const char *fmt, ...) SR_PRINTF(3, 4);
 
-#define SR_LOG(level, id, ...)                        \
-    do {                                              \
-        if ((level) <= sr_log_threshold) {            \
-            sr_log_emit((level), (id), __VA_ARGS__);  \
-        }                                             \
+#define SR_LOG(level, id, ...)                       \
+    do {                                             \
+        if ((level) <= sr_log_threshold) {           \
+            sr_log_emit((level), (id), __VA_ARGS__); \
+        }                                            \
     } while (0)
 
 #endif

@@ -585,7 +585,7 @@ sr__store_tensor(const sr_store *st, int64_t var_id, const char *slot)
     /* The cache is ordered by var_id, then slot (SQLite's BINARY collation
      * is memcmp order, as strcmp). */
     while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
+        size_t              mid = lo + (hi - lo) / 2;
         const store_tensor *t = &st->tensors[mid];
         int c = t->var_id < var_id ? -1 : t->var_id > var_id ? 1 : strcmp(t->slot, slot);
         if (c == 0) {
@@ -826,8 +826,10 @@ record_incarnation(sr_store *st, int64_t inc)
     if ((rc = sr__store_meta_i64(st, "global_step", &g)) != SR_OK) {
         return rc;
     }
-    r = sqlite3_prepare_v2(st->db, "INSERT OR REPLACE INTO incarnation(incarnation,"
-                           " restored_step, started_ms) VALUES (?1, ?2, ?3)", -1, &s, NULL);
+    r = sqlite3_prepare_v2(st->db,
+                           "INSERT OR REPLACE INTO incarnation(incarnation,"
+                           " restored_step, started_ms) VALUES (?1, ?2, ?3)",
+                           -1, &s, NULL);
     if (r != SQLITE_OK) {
         return sr__store_sqlerr(st, r, "record incarnation");
     }
@@ -925,7 +927,8 @@ sr_store_set_config(sr_store *st, const char *json)
         rc = sr__store_run(st, s, "write config");
     }
     if (rc == SR_OK) {
-        int r = sqlite3_prepare_v2(st->db, "UPDATE incarnation SET config = ?1 WHERE"
+        int r = sqlite3_prepare_v2(st->db,
+                                   "UPDATE incarnation SET config = ?1 WHERE"
                                    " incarnation = (SELECT max(incarnation) FROM incarnation)",
                                    -1, &s, NULL);
         if (r != SQLITE_OK) {
@@ -1247,9 +1250,8 @@ rewind_row(sqlite3_stmt *s, void *rec)
 sr_err
 sr_store_list_rewinds(sr_store *st, sr_store_rewind_rec **out, size_t *n)
 {
-    return collect_tx(st,
-                      "SELECT incarnation, from_step, to_step, at_ms FROM rewind ORDER BY id", NULL,
-                      0, sizeof(**out), rewind_row, (void **)out, n);
+    return collect_tx(st, "SELECT incarnation, from_step, to_step, at_ms FROM rewind ORDER BY id",
+                      NULL, 0, sizeof(**out), rewind_row, (void **)out, n);
 }
 
 /* Incarnations: records and their config strings in one block, so that a
@@ -1265,16 +1267,20 @@ incarnations_tx(sr_store *st, sr_store_incarnation **out, size_t *n)
     int           r;
 
     if ((rc = sr__store_query_i64(st, "SELECT count(*) FROM incarnation", &cnt)) != SR_OK ||
-        (rc = sr__store_query_i64(st, "SELECT coalesce(sum(length(CAST(config AS BLOB))), 0)"
-                                  " FROM incarnation", &text)) != SR_OK) {
+        (rc = sr__store_query_i64(st,
+                                  "SELECT coalesce(sum(length(CAST(config AS BLOB))), 0)"
+                                  " FROM incarnation",
+                                  &text)) != SR_OK) {
         return rc;
     }
     off = (size_t)cnt * sizeof(sr_store_incarnation);
     if ((block = malloc(off + (size_t)text + (size_t)cnt + 1)) == NULL) {
         return sr__store_fail(st, SR_ENOMEM, "%lld incarnations", (long long)cnt);
     }
-    r = sqlite3_prepare_v2(st->db, "SELECT incarnation, restored_step, started_ms, config FROM"
-                           " incarnation ORDER BY incarnation", -1, &s, NULL);
+    r = sqlite3_prepare_v2(st->db,
+                           "SELECT incarnation, restored_step, started_ms, config FROM"
+                           " incarnation ORDER BY incarnation",
+                           -1, &s, NULL);
     if (r != SQLITE_OK) {
         free(block);
         return sr__store_sqlerr(st, r, "read incarnations");
@@ -1395,10 +1401,10 @@ export_copy(sr_store *st, const char *out_path)
 sr_err
 sr_store_export(sr_store *st, const char *out_path, int64_t step)
 {
-    sr_err       rc;
-    int          fd, retained = 0;
-    int64_t      g = 0;
-    sr_store    *copy = NULL;
+    sr_err        rc;
+    int           fd, retained = 0;
+    int64_t       g = 0;
+    sr_store     *copy = NULL;
     sr_store_opts o;
 
     if ((rc = sr__store_check(st)) != SR_OK) {
@@ -1430,11 +1436,11 @@ sr_store_export(sr_store *st, const char *out_path, int64_t step)
     if (fd < 0) {
         int e = errno;
         return sr__store_fail(st,
-                              e == EEXIST                              ? SR_EEXIST
-                              : e == ENOENT                            ? SR_ENOENT
+                              e == EEXIST                                 ? SR_EEXIST
+                              : e == ENOENT                               ? SR_ENOENT
                               : (e == EACCES || e == EPERM || e == EROFS) ? SR_EACCES
-                              : e == ENOSPC                            ? SR_ENOSPC
-                                                                       : SR_ESTORE,
+                              : e == ENOSPC                               ? SR_ENOSPC
+                                                                          : SR_ESTORE,
                               "%s: create export file: %s", out_path, strerror(e));
     }
     close(fd);

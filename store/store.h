@@ -24,9 +24,9 @@
 
 typedef struct sr_store sr_store;
 
-#define SR_STORE_SCHEMA_VERSION 1           /* PRAGMA user_version of this build */
+#define SR_STORE_SCHEMA_VERSION      1 /* PRAGMA user_version of this build */
 #define SR_STORE_DEFAULT_CHUNK_BYTES (4u << 20)
-#define SR_STORE_MAX_NAME 255               /* bytes in a variable or slot name */
+#define SR_STORE_MAX_NAME            255 /* bytes in a variable or slot name */
 
 typedef enum {
     SR_STORE_SYNC_FULL = 0,   /* default: fsync at every commit, survives power loss */
@@ -34,14 +34,14 @@ typedef enum {
 } sr_store_sync;
 
 typedef struct {
-    int      sync;             /* sr_store_sync; default FULL */
-    int      readonly;         /* open read-only (inspect, verify); never creates */
-    int      create;           /* create the file if absent (ignored when readonly) */
-    int      busy_timeout_ms;  /* 0 = 5000 */
-    uint32_t chunk_bytes;      /* new tensors' chunk size; 0 = 4 MiB; rounded to dtype */
-    int      keep_checkpoints; /* retained restorable steps; 0 = 3 */
-    int64_t  max_page_count;   /* 0 = unlimited; tests use it to simulate a full disk */
-    int      skip_quick_check; /* 1 = do not run PRAGMA quick_check on open (huge files) */
+    int      sync;                 /* sr_store_sync; default FULL */
+    int      readonly;             /* open read-only (inspect, verify); never creates */
+    int      create;               /* create the file if absent (ignored when readonly) */
+    int      busy_timeout_ms;      /* 0 = 5000 */
+    uint32_t chunk_bytes;          /* new tensors' chunk size; 0 = 4 MiB; rounded to dtype */
+    int      keep_checkpoints;     /* retained restorable steps; 0 = 3 */
+    int64_t  max_page_count;       /* 0 = unlimited; tests use it to simulate a full disk */
+    int      skip_quick_check;     /* 1 = do not run PRAGMA quick_check on open (huge files) */
     int64_t  wal_checkpoint_bytes; /* added: copy the WAL into the main file once it holds
                                       this much; 0 = 512 MiB.  Bigger = fewer, cheaper
                                       checkpoints (a page rewritten by several commits is
@@ -50,9 +50,9 @@ typedef struct {
 
 /* What the store says about itself. */
 typedef struct {
-    int64_t  global_step;      /* the last committed step */
-    uint64_t incarnation;      /* bumped by sr_store_new_incarnation */
-    int      model_ready;      /* chief declared everything and marked ready */
+    int64_t  global_step; /* the last committed step */
+    uint64_t incarnation; /* bumped by sr_store_new_incarnation */
+    int      model_ready; /* chief declared everything and marked ready */
     int      schema_version;
     int64_t  nvariables;
     int64_t  ncheckpoints;
@@ -60,36 +60,36 @@ typedef struct {
 
 /* A variable's metadata. */
 typedef struct {
-    int64_t id;                    /* stable within a store */
-    char    name[SR_STORE_MAX_NAME + 1];
-    int     dtype;                 /* sr_dtype */
-    int     ndim;
-    int64_t shape[SR_MAX_NDIM];
-    uint64_t nbytes;               /* dtype x shape */
-    int     trainable;
-    int64_t created_step;          /* global step when it was declared */
-    uint32_t chunk_bytes;          /* added: bytes per stored chunk (the last chunk
-                                      may be shorter); chunk i holds bytes
-                                      [i*chunk_bytes, min((i+1)*chunk_bytes, nbytes)) */
+    int64_t  id; /* stable within a store */
+    char     name[SR_STORE_MAX_NAME + 1];
+    int      dtype; /* sr_dtype */
+    int      ndim;
+    int64_t  shape[SR_MAX_NDIM];
+    uint64_t nbytes; /* dtype x shape */
+    int      trainable;
+    int64_t  created_step; /* global step when it was declared */
+    uint32_t chunk_bytes;  /* added: bytes per stored chunk (the last chunk
+                              may be shorter); chunk i holds bytes
+                              [i*chunk_bytes, min((i+1)*chunk_bytes, nbytes)) */
 } sr_store_var;
 
 /* One worker's record. */
 typedef struct {
     int32_t  task_index;
     int64_t  local_step;
-    int64_t  last_seen_ms;         /* wall clock, ms since the epoch */
-    uint64_t incarnation;          /* coordinator incarnation that last saw it */
+    int64_t  last_seen_ms; /* wall clock, ms since the epoch */
+    uint64_t incarnation;  /* coordinator incarnation that last saw it */
 } sr_store_worker;
 
 /* One contribution to a step's accumulator, in arrival order. */
 typedef struct {
-    int64_t step;                  /* the step the contribution was applied in:
-                                      the global step before the apply (g when
-                                      the commit moves to g + 1) */
+    int64_t step; /* the step the contribution was applied in:
+                     the global step before the apply (g when
+                     the commit moves to g + 1) */
     int64_t var_id;
-    int32_t pos;                   /* 0, 1, ... arrival order within (step, var) */
+    int32_t pos; /* 0, 1, ... arrival order within (step, var) */
     int32_t task_index;
-    int64_t local_step;            /* the step the gradient was computed at */
+    int64_t local_step; /* the step the gradient was computed at */
 } sr_store_contrib;
 
 /* A tensor to write in a commit: a variable's value (slot "") or one of its
@@ -97,22 +97,22 @@ typedef struct {
  * tensor has the variable's dtype and size and is created on first write. */
 typedef struct {
     int64_t        var_id;
-    const char    *slot;           /* NULL or "" = the value */
-    const void    *data;           /* the whole tensor, var nbytes */
-    size_t         len_bytes;      /* must equal the variable's nbytes */
-    const uint8_t *dirty;          /* NULL = every chunk; else one byte per chunk
-                                      (sr_store_nchunks), nonzero = changed */
+    const char    *slot;      /* NULL or "" = the value */
+    const void    *data;      /* the whole tensor, var nbytes */
+    size_t         len_bytes; /* must equal the variable's nbytes */
+    const uint8_t *dirty;     /* NULL = every chunk; else one byte per chunk
+                                 (sr_store_nchunks), nonzero = changed */
 } sr_store_tensor;
 
 /* Everything of one step, committed in one transaction. */
 typedef struct {
-    int64_t                 global_step;  /* the new global step (> the stored one,
-                                             or equal to rewrite the same step) */
+    int64_t global_step; /* the new global step (> the stored one,
+                            or equal to rewrite the same step) */
     const sr_store_tensor  *tensors;
     size_t                  ntensors;
-    const sr_store_worker  *workers;      /* upserted by task_index */
+    const sr_store_worker  *workers; /* upserted by task_index */
     size_t                  nworkers;
-    const sr_store_contrib *log;          /* step log rows; may be empty */
+    const sr_store_contrib *log; /* step log rows; may be empty */
     size_t                  nlog;
 } sr_store_commit;
 
@@ -140,10 +140,10 @@ sr_err sr_store_new_incarnation(sr_store *st, uint64_t *out);
 /* Added: one coordinator incarnation as recorded by sr_store_new_incarnation. */
 typedef struct {
     uint64_t    incarnation;
-    int64_t     restored_step;     /* the global step it started from */
-    int64_t     started_ms;        /* wall clock */
-    const char *config;            /* the JSON text it stored with sr_store_set_config,
-                                      "" if none; points into the same allocation */
+    int64_t     restored_step; /* the global step it started from */
+    int64_t     started_ms;    /* wall clock */
+    const char *config;        /* the JSON text it stored with sr_store_set_config,
+                                  "" if none; points into the same allocation */
 } sr_store_incarnation;
 /* Added: every recorded incarnation, ascending (rewinds do not remove any).
  * *out is one malloc'd block, strings included: free(*out) frees it all. */
@@ -162,9 +162,9 @@ sr_err sr_store_get_config(sr_store *st, char **out);
  * If a variable of that name exists with the same dtype and shape, nothing
  * changes and *out_id gets its id (existed=1); another dtype or shape is
  * SR_EEXIST with both described.  out_existed may be NULL. */
-sr_err sr_store_declare(sr_store *st, const char *name, int dtype, int ndim,
-                        const int64_t *shape, int trainable, const void *data,
-                        size_t len_bytes, int64_t *out_id, int *out_existed);
+sr_err sr_store_declare(sr_store *st, const char *name, int dtype, int ndim, const int64_t *shape,
+                        int trainable, const void *data, size_t len_bytes, int64_t *out_id,
+                        int *out_existed);
 
 /* Mark the model ready (durable).  Creates the checkpoint of the current
  * global step if none exists, so the initial values are restorable. */
@@ -179,7 +179,7 @@ sr_err sr_store_find_var(sr_store *st, const char *name, sr_store_var *out);
 /* Slot names stored for a variable ("" excluded).  *out is a malloc'd array
  * of malloc'd strings; free with sr_store_free_names. */
 sr_err sr_store_list_slots(sr_store *st, int64_t var_id, char ***out, size_t *n);
-void sr_store_free_names(char **names, size_t n);
+void   sr_store_free_names(char **names, size_t n);
 
 /* Number of chunks of a variable's tensors (for sr_store_tensor.dirty). */
 sr_err sr_store_nchunks(sr_store *st, int64_t var_id, size_t *out);
@@ -191,8 +191,8 @@ sr_err sr_store_chunk_bytes(sr_store *st, int64_t var_id, uint64_t *out);
  * (len_bytes must equal the variable's nbytes).  SR_ENOENT if the slot does
  * not exist or the variable did not exist at that step.  Chunks are checked
  * (size, presence): a missing or short chunk is SR_ECORRUPT. */
-sr_err sr_store_read_tensor(sr_store *st, int64_t var_id, const char *slot, int64_t step,
-                            void *dst, size_t len_bytes);
+sr_err sr_store_read_tensor(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
+                            size_t len_bytes);
 
 /* Commit one step (one transaction): tensors, the global step, workers, step
  * log, a new retained checkpoint, pruning of checkpoints beyond K.  On any
@@ -217,14 +217,13 @@ typedef struct {
     uint64_t incarnation;
     int64_t  from_step;
     int64_t  to_step;
-    int64_t  at_ms;                /* wall clock */
+    int64_t  at_ms; /* wall clock */
 } sr_store_rewind_rec;
 sr_err sr_store_list_rewinds(sr_store *st, sr_store_rewind_rec **out, size_t *n);
 
 /* Step log rows with from <= step < to, ordered by (step, var_id, pos).
  * *out malloc'd. */
-sr_err sr_store_read_log(sr_store *st, int64_t from, int64_t to, sr_store_contrib **out,
-                         size_t *n);
+sr_err sr_store_read_log(sr_store *st, int64_t from, int64_t to, sr_store_contrib **out, size_t *n);
 
 /* Copy a consistent snapshot to a new file `out_path` (must not exist) with
  * SQLite's online backup API while the store stays in use.  step >= 0: the

@@ -120,9 +120,11 @@ write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, const int64
     }
     const int64_t *ver = st->scratch; /* (step, data_id) pairs, ascending step */
     if (n > 0 && ver[2 * (n - 1)] > g) {
-        return sr__store_fail(st, SR_ECORRUPT, "%s: tensor %lld chunk %lld has a version at step "
-                              "%lld, after the commit's step %lld", st->path, (long long)tensor_id,
-                              (long long)idx, (long long)ver[2 * (n - 1)], (long long)g);
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "%s: tensor %lld chunk %lld has a version at step "
+                              "%lld, after the commit's step %lld",
+                              st->path, (long long)tensor_id, (long long)idx,
+                              (long long)ver[2 * (n - 1)], (long long)g);
     }
     if (n > 0 && ver[2 * (n - 1)] == g) {
         data_id = ver[2 * (n - 1) + 1]; /* rewriting step g: in place */
@@ -319,15 +321,15 @@ check_name(sr_store *st, const char *name, const char *what)
     }
     n = strlen(name);
     if (n > SR_STORE_MAX_NAME) {
-        return sr__store_fail(st, SR_EINVAL, "%s name '%.40s...' is %zu bytes (max %d)", what,
-                              name, n, SR_STORE_MAX_NAME);
+        return sr__store_fail(st, SR_EINVAL, "%s name '%.40s...' is %zu bytes (max %d)", what, name,
+                              n, SR_STORE_MAX_NAME);
     }
     return SR_OK;
 }
 
 static sr_err
-declare_tx(sr_store *st, const char *name, int dtype, int ndim, const int64_t *shape,
-           int trainable, const void *data, uint64_t nbytes, int64_t *out_id, int *existed)
+declare_tx(sr_store *st, const char *name, int dtype, int ndim, const int64_t *shape, int trainable,
+           const void *data, uint64_t nbytes, int64_t *out_id, int *existed)
 {
     sqlite3_stmt *s;
     sqlite3_blob *blob = NULL;
@@ -353,10 +355,9 @@ declare_tx(sr_store *st, const char *name, int dtype, int ndim, const int64_t *s
         }
         if (!same) {
             sr_shape_format(e->ndim, e->shape, shp, sizeof(shp));
-            return sr__store_fail(st, SR_EEXIST,
-                                  "%s: variable '%s' is stored as %s %s, declared as %s %s",
-                                  st->path, name, sr_dtype_name(e->dtype), shp,
-                                  sr_dtype_name(dtype), want);
+            return sr__store_fail(
+                st, SR_EEXIST, "%s: variable '%s' is stored as %s %s, declared as %s %s", st->path,
+                name, sr_dtype_name(e->dtype), shp, sr_dtype_name(dtype), want);
         }
         *out_id = e->id;
         *existed = 1;
@@ -422,9 +423,10 @@ sr_store_declare(sr_store *st, const char *name, int dtype, int ndim, const int6
         return sr__store_fail(st, rc, "variable '%s': %s", name, sr_errdetail());
     }
     if (data != NULL && len_bytes != nbytes) {
-        return sr__store_fail(st, SR_EINVAL, "variable '%s': initial value is %zu bytes, "
-                              "%s x shape is %llu", name, len_bytes, sr_dtype_name(dtype),
-                              (unsigned long long)nbytes);
+        return sr__store_fail(st, SR_EINVAL,
+                              "variable '%s': initial value is %zu bytes, "
+                              "%s x shape is %llu",
+                              name, len_bytes, sr_dtype_name(dtype), (unsigned long long)nbytes);
     }
     if ((rc = sr__store_begin_write(st)) != SR_OK) {
         return sr__store_ret(st, rc);
@@ -501,9 +503,10 @@ validate(sr_store *st, const sr_store_commit *c, int64_t g_stored)
     sr_err      rc = SR_OK;
 
     if (c->global_step < g_stored) {
-        return sr__store_fail(st, SR_EINVAL, "%s: commit of step %lld but the stored step is "
-                              "%lld (steps never go back; use rewind)", st->path,
-                              (long long)c->global_step, (long long)g_stored);
+        return sr__store_fail(st, SR_EINVAL,
+                              "%s: commit of step %lld but the stored step is "
+                              "%lld (steps never go back; use rewind)",
+                              st->path, (long long)c->global_step, (long long)g_stored);
     }
     if ((c->ntensors > 0 && c->tensors == NULL) || (c->nworkers > 0 && c->workers == NULL) ||
         (c->nlog > 0 && c->log == NULL)) {
@@ -513,20 +516,24 @@ validate(sr_store *st, const sr_store_commit *c, int64_t g_stored)
         const sr_store_tensor *t = &c->tensors[i];
         const store_var       *v = sr__store_var(st, t->var_id);
         if (v == NULL) {
-            return sr__store_fail(st, SR_EINVAL, "commit: tensor %zu: no variable with id %lld",
-                                  i, (long long)t->var_id);
+            return sr__store_fail(st, SR_EINVAL, "commit: tensor %zu: no variable with id %lld", i,
+                                  (long long)t->var_id);
         }
         if ((rc = check_name(st, slot_of(t), "slot")) != SR_OK) {
             return rc;
         }
         if (t->len_bytes != v->v.nbytes) {
-            return sr__store_fail(st, SR_EINVAL, "commit: tensor %zu (variable '%s' slot '%s'): "
-                                  "len_bytes %zu != the variable's %llu bytes", i, v->v.name,
-                                  slot_of(t), t->len_bytes, (unsigned long long)v->v.nbytes);
+            return sr__store_fail(st, SR_EINVAL,
+                                  "commit: tensor %zu (variable '%s' slot '%s'): "
+                                  "len_bytes %zu != the variable's %llu bytes",
+                                  i, v->v.name, slot_of(t), t->len_bytes,
+                                  (unsigned long long)v->v.nbytes);
         }
         if (t->data == NULL && t->len_bytes > 0) {
-            return sr__store_fail(st, SR_EINVAL, "commit: tensor %zu (variable '%s'): data is "
-                                  "NULL", i, v->v.name);
+            return sr__store_fail(st, SR_EINVAL,
+                                  "commit: tensor %zu (variable '%s'): data is "
+                                  "NULL",
+                                  i, v->v.name);
         }
     }
     if (c->ntensors > 1) {
@@ -545,9 +552,11 @@ validate(sr_store *st, const sr_store_commit *c, int64_t g_stored)
         qsort(keys, c->ntensors, sizeof(*keys), cmp_key);
         for (size_t i = 1; i < c->ntensors && rc == SR_OK; i++) {
             if (cmp_key(&keys[i - 1], &keys[i]) == 0) {
-                rc = sr__store_fail(st, SR_EINVAL, "commit: tensors %zu and %zu are both "
-                                    "variable %lld slot '%s'", keys[i - 1].i, keys[i].i,
-                                    (long long)keys[i].var_id, keys[i].slot);
+                rc = sr__store_fail(st, SR_EINVAL,
+                                    "commit: tensors %zu and %zu are both "
+                                    "variable %lld slot '%s'",
+                                    keys[i - 1].i, keys[i].i, (long long)keys[i].var_id,
+                                    keys[i].slot);
             }
         }
         if (rc != SR_OK) {
@@ -563,9 +572,10 @@ validate(sr_store *st, const sr_store_commit *c, int64_t g_stored)
     for (size_t i = 0; i < c->nlog; i++) {
         const sr_store_contrib *l = &c->log[i];
         if (sr__store_var(st, l->var_id) == NULL || l->pos < 0 || l->task_index < 0) {
-            return sr__store_fail(st, SR_EINVAL, "commit: step log row %zu (step %lld var %lld "
-                                  "pos %d task %d) names no variable or is negative", i,
-                                  (long long)l->step, (long long)l->var_id, (int)l->pos,
+            return sr__store_fail(st, SR_EINVAL,
+                                  "commit: step log row %zu (step %lld var %lld "
+                                  "pos %d task %d) names no variable or is negative",
+                                  i, (long long)l->step, (long long)l->var_id, (int)l->pos,
                                   (int)l->task_index);
         }
     }
@@ -663,7 +673,8 @@ sr_store_commit_step(sr_store *st, const sr_store_commit *c)
         return rc;
     }
     if (c == NULL || c->global_step < 0) {
-        return sr__store_fail(st, SR_EINVAL, "sr_store_commit_step: NULL commit or negative "
+        return sr__store_fail(st, SR_EINVAL,
+                              "sr_store_commit_step: NULL commit or negative "
                               "step");
     }
     if ((rc = sr__store_begin_write(st)) != SR_OK) {
@@ -682,8 +693,7 @@ sr_store_commit_step(sr_store *st, const sr_store_commit *c)
  */
 
 static sr_err
-read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
-        size_t len_bytes)
+read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst, size_t len_bytes)
 {
     const store_var    *v;
     const store_tensor *t;
@@ -702,8 +712,10 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
                               (long long)var_id);
     }
     if (len_bytes != v->v.nbytes || (dst == NULL && len_bytes > 0)) {
-        return sr__store_fail(st, SR_EINVAL, "read '%s': buffer of %zu bytes for a %llu-byte "
-                              "tensor", v->v.name, len_bytes, (unsigned long long)v->v.nbytes);
+        return sr__store_fail(st, SR_EINVAL,
+                              "read '%s': buffer of %zu bytes for a %llu-byte "
+                              "tensor",
+                              v->v.name, len_bytes, (unsigned long long)v->v.nbytes);
     }
     at = step == -1 ? g : step;
     if (at != g) {
@@ -717,9 +729,10 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
         }
     }
     if (v->v.created_step > at) {
-        return sr__store_fail(st, SR_ENOENT, "%s: variable '%s' was declared at step %lld, "
-                              "after %lld", st->path, v->v.name, (long long)v->v.created_step,
-                              (long long)at);
+        return sr__store_fail(st, SR_ENOENT,
+                              "%s: variable '%s' was declared at step %lld, "
+                              "after %lld",
+                              st->path, v->v.name, (long long)v->v.created_step, (long long)at);
     }
     t = sr__store_tensor(st, var_id, slot);
     if (t == NULL || t->created_step > at) {
@@ -728,8 +741,7 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
     }
     for (uint64_t i = 0; i < v->nchunks && rc == SR_OK; i++) {
         uint64_t off = i * v->v.chunk_bytes;
-        uint64_t size = v->v.nbytes - off < v->v.chunk_bytes ? v->v.nbytes - off
-                                                             : v->v.chunk_bytes;
+        uint64_t size = v->v.nbytes - off < v->v.chunk_bytes ? v->v.nbytes - off : v->v.chunk_bytes;
         int64_t  data_id;
         int      r;
 
@@ -743,9 +755,10 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
         data_id = sqlite3_column_int64(s, 0);
         sqlite3_reset(s);
         if (r == SQLITE_DONE) {
-            rc = sr__store_fail(st, SR_ECORRUPT, "%s: variable '%s' slot '%s' step %lld: chunk "
-                                "%llu missing", st->path, v->v.name, slot, (long long)at,
-                                (unsigned long long)i);
+            rc = sr__store_fail(st, SR_ECORRUPT,
+                                "%s: variable '%s' slot '%s' step %lld: chunk "
+                                "%llu missing",
+                                st->path, v->v.name, slot, (long long)at, (unsigned long long)i);
         } else if (r != SQLITE_ROW) {
             rc = sr__store_sqlerr(st, r, "read chunk version");
         } else if ((rc = blob_at(st, &blob, data_id, 0, (size_t)size)) == SR_OK) {
@@ -824,8 +837,10 @@ rewind_tx(sr_store *st, int64_t step)
         return rc;
     }
     if (!has) {
-        return sr__store_fail(st, SR_ENOENT, "%s: step %lld is not a retained checkpoint "
-                              "(current step %lld)", st->path, (long long)step, (long long)g);
+        return sr__store_fail(st, SR_ENOENT,
+                              "%s: step %lld is not a retained checkpoint "
+                              "(current step %lld)",
+                              st->path, (long long)step, (long long)g);
     }
     for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
         if ((rc = exec_step(st, drop[i], step)) != SR_OK) {
@@ -836,8 +851,10 @@ rewind_tx(sr_store *st, int64_t step)
         return rc;
     }
     /* The incarnation that rewinds starts from the rewound step. */
-    r = sqlite3_prepare_v2(st->db, "UPDATE incarnation SET restored_step = ?1"
-                           " WHERE incarnation = ?2", -1, &s, NULL);
+    r = sqlite3_prepare_v2(st->db,
+                           "UPDATE incarnation SET restored_step = ?1"
+                           " WHERE incarnation = ?2",
+                           -1, &s, NULL);
     if (r != SQLITE_OK) {
         return sr__store_sqlerr(st, r, "record rewind");
     }
@@ -849,8 +866,10 @@ rewind_tx(sr_store *st, int64_t step)
     if (rc != SR_OK) {
         return rc;
     }
-    r = sqlite3_prepare_v2(st->db, "INSERT INTO rewind(incarnation, from_step, to_step, at_ms)"
-                           " VALUES (?1, ?2, ?3, ?4)", -1, &s, NULL);
+    r = sqlite3_prepare_v2(st->db,
+                           "INSERT INTO rewind(incarnation, from_step, to_step, at_ms)"
+                           " VALUES (?1, ?2, ?3, ?4)",
+                           -1, &s, NULL);
     if (r != SQLITE_OK) {
         return sr__store_sqlerr(st, r, "record rewind");
     }

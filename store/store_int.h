@@ -26,28 +26,28 @@
 /* Cached statements.  Prepared once (SQLITE_PREPARE_PERSISTENT) on first use
  * and reused: the commit loop never calls sqlite3_prepare. */
 typedef enum {
-    STMT_BEGIN,            /* BEGIN (deferred: read snapshots) */
-    STMT_BEGIN_IMMEDIATE,  /* BEGIN IMMEDIATE (every write transaction) */
+    STMT_BEGIN,           /* BEGIN (deferred: read snapshots) */
+    STMT_BEGIN_IMMEDIATE, /* BEGIN IMMEDIATE (every write transaction) */
     STMT_COMMIT,
     STMT_ROLLBACK,
-    STMT_META_GET,         /* ?1 key -> value */
-    STMT_META_SET,         /* ?1 key, ?2 value */
-    STMT_DATA_VERSION,     /* PRAGMA data_version */
-    STMT_VARS,             /* all variables, by id */
-    STMT_TENSORS,          /* all tensors, by (var_id, slot) */
+    STMT_META_GET,     /* ?1 key -> value */
+    STMT_META_SET,     /* ?1 key, ?2 value */
+    STMT_DATA_VERSION, /* PRAGMA data_version */
+    STMT_VARS,         /* all variables, by id */
+    STMT_TENSORS,      /* all tensors, by (var_id, slot) */
     STMT_VAR_INSERT,
     STMT_TENSOR_INSERT,
-    STMT_CKPT_TOP,         /* newest ?1 checkpoint steps, descending */
-    STMT_CKPT_ALL,         /* all checkpoint steps, ascending */
-    STMT_CKPT_HAS,         /* ?1 step -> 1 row if retained */
-    STMT_CKPT_PUT,         /* ?1 step, ?2 created_ms */
-    STMT_CKPT_PRUNE,       /* drop checkpoints < ?1 */
-    STMT_CHUNK_VERSIONS,   /* ?1 tensor, ?2 idx -> (step, data_id) ascending */
-    STMT_CHUNK_RESTEP,     /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step */
-    STMT_CHUNK_INSERT,     /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id */
-    STMT_DATA_INSERT,      /* zeroblob(?1) -> rowid */
-    STMT_VERSION_PRUNE,    /* drop versions no retained step >= ?1 needs */
-    STMT_CHUNK_AT,         /* ?1 tensor, ?2 idx, ?3 step -> newest data_id <= step */
+    STMT_CKPT_TOP,       /* newest ?1 checkpoint steps, descending */
+    STMT_CKPT_ALL,       /* all checkpoint steps, ascending */
+    STMT_CKPT_HAS,       /* ?1 step -> 1 row if retained */
+    STMT_CKPT_PUT,       /* ?1 step, ?2 created_ms */
+    STMT_CKPT_PRUNE,     /* drop checkpoints < ?1 */
+    STMT_CHUNK_VERSIONS, /* ?1 tensor, ?2 idx -> (step, data_id) ascending */
+    STMT_CHUNK_RESTEP,   /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step */
+    STMT_CHUNK_INSERT,   /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id */
+    STMT_DATA_INSERT,    /* zeroblob(?1) -> rowid */
+    STMT_VERSION_PRUNE,  /* drop versions no retained step >= ?1 needs */
+    STMT_CHUNK_AT,       /* ?1 tensor, ?2 idx, ?3 step -> newest data_id <= step */
     STMT_WORKER_UPSERT,
     STMT_LOG_PUT,
     STMT_COUNT
@@ -55,26 +55,26 @@ typedef enum {
 
 /* A variable as the commit path needs it (cached on the handle). */
 typedef struct {
-    sr_store_var v;        /* the public record (id, dtype, shape, chunk_bytes ...) */
-    uint64_t     nchunks;  /* ceil(nbytes / chunk_bytes); 0 for an empty tensor */
+    sr_store_var v;       /* the public record (id, dtype, shape, chunk_bytes ...) */
+    uint64_t     nchunks; /* ceil(nbytes / chunk_bytes); 0 for an empty tensor */
 } store_var;
 
 /* A stored tensor: a variable's value (slot "") or one optimizer slot. */
 typedef struct {
     int64_t id;
     int64_t var_id;
-    char   *slot;          /* malloc'd; "" = the value */
-    int64_t created_step;  /* first step it was written at */
+    char   *slot;         /* malloc'd; "" = the value */
+    int64_t created_step; /* first step it was written at */
 } store_tensor;
 
 struct sr_store {
     sqlite3      *db;
-    char         *path;                  /* as given to sr_store_open */
-    sr_store_opts opts;                  /* with defaults filled in */
-    sqlite3_stmt *stmt[STMT_COUNT];      /* lazily prepared, see store_stmt_id */
-    char          errmsg[1024];          /* last failure text ("" if none) */
-    sr_err        sticky;                /* != SR_OK: state in doubt, refuse all */
-    int           in_write;              /* the open transaction is BEGIN IMMEDIATE */
+    char         *path;             /* as given to sr_store_open */
+    sr_store_opts opts;             /* with defaults filled in */
+    sqlite3_stmt *stmt[STMT_COUNT]; /* lazily prepared, see store_stmt_id */
+    char          errmsg[1024];     /* last failure text ("" if none) */
+    sr_err        sticky;           /* != SR_OK: state in doubt, refuse all */
+    int           in_write;         /* the open transaction is BEGIN IMMEDIATE */
 
     /* Variable/tensor cache, sorted by id and (var_id, slot).  Dropped after
      * any own schema-changing transaction and whenever another connection
@@ -87,11 +87,11 @@ struct sr_store {
     size_t        ntensors;
 
     /* Commit-path buffers, reused so a commit does not allocate. */
-    int64_t      *scratch;               /* chunk version list: (step, data_id) pairs */
-    size_t        scratch_cap;           /* pairs */
-    int64_t      *keep;                  /* retained steps, keep_checkpoints entries */
-    void         *keys;                  /* duplicate-tensor check, keys_cap bytes */
-    size_t        keys_cap;
+    int64_t *scratch;     /* chunk version list: (step, data_id) pairs */
+    size_t   scratch_cap; /* pairs */
+    int64_t *keep;        /* retained steps, keep_checkpoints entries */
+    void    *keys;        /* duplicate-tensor check, keys_cap bytes */
+    size_t   keys_cap;
 };
 
 /* --- store.c --------------------------------------------------------- */
@@ -130,9 +130,9 @@ sr_err sr__store_meta_set_i64(sr_store *st, const char *key, int64_t v);
 
 /* The variable/tensor cache, (re)loaded when stale.  Call inside a
  * transaction.  Lookups return NULL when absent. */
-sr_err           sr__store_cache_load(sr_store *st);
-void             sr__store_cache_drop(sr_store *st);
-const store_var *sr__store_var(const sr_store *st, int64_t var_id);
+sr_err              sr__store_cache_load(sr_store *st);
+void                sr__store_cache_drop(sr_store *st);
+const store_var    *sr__store_var(const sr_store *st, int64_t var_id);
 const store_tensor *sr__store_tensor(const sr_store *st, int64_t var_id, const char *slot);
 
 /* Retained checkpoint steps, ascending (malloc'd).  Inside a transaction. */
@@ -162,9 +162,9 @@ sr_err sr__store_setup(sr_store *st, int empty);
  * are the retained steps other than g after the transaction (ascending);
  * versions they need are never recycled.  all = ignore t->dirty.  *blob is
  * a write handle reused across calls (the caller closes it). */
-sr_err sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id,
-                              const void *data, const uint8_t *dirty, int64_t g,
-                              const int64_t *keep, size_t nkeep, sqlite3_blob **blob);
+sr_err sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id, const void *data,
+                              const uint8_t *dirty, int64_t g, const int64_t *keep, size_t nkeep,
+                              sqlite3_blob **blob);
 
 /* --- store_verify.c -------------------------------------------------- */
 

@@ -36,9 +36,9 @@
 #include "store/store_int.h"
 
 typedef struct {
-    int         from;                  /* user_version before */
-    const char *what;                  /* for errors and logs */
-    sr_err (*fn)(sr_store *st);        /* runs inside the migration's transaction */
+    int         from;           /* user_version before */
+    const char *what;           /* for errors and logs */
+    sr_err (*fn)(sr_store *st); /* runs inside the migration's transaction */
 } migration;
 
 static const char schema_v1[] =
@@ -177,8 +177,8 @@ check_dir_writable(sr_store *st)
     if (access(dir, W_OK) != 0) {
         int e = errno;
         return sr__store_fail(st, errno_code(e) == SR_ENOENT ? SR_ENOENT : SR_EACCES,
-                              "%s: directory %s is not writable (needed for the WAL): %s",
-                              st->path, dir, strerror(e));
+                              "%s: directory %s is not writable (needed for the WAL): %s", st->path,
+                              dir, strerror(e));
     }
     return SR_OK;
 }
@@ -212,12 +212,12 @@ create_file(sr_store *st, int *created)
 sr_err
 sr__store_precheck(sr_store *st, int *created, int *empty)
 {
-    struct stat         sb;
-    unsigned char       hdr[100];
-    ssize_t             n;
-    int                 fd;
-    sr_err              rc;
-    static const char   magic[16] = "SQLite format 3";
+    struct stat       sb;
+    unsigned char     hdr[100];
+    ssize_t           n;
+    int               fd;
+    sr_err            rc;
+    static const char magic[16] = "SQLite format 3";
 
     *created = 0;
     *empty = 0;
@@ -266,8 +266,8 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
         return SR_OK;
     }
     if (n < (ssize_t)sizeof(hdr) || memcmp(hdr, magic, sizeof(magic)) != 0) {
-        return sr__store_fail(st, SR_ECORRUPT,
-                              "not a syncrep store: %s (not an SQLite database)", st->path);
+        return sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (not an SQLite database)",
+                              st->path);
     }
     if (be32(hdr + 68) != SR_STORE_APP_ID) {
         return sr__store_fail(st, SR_ECORRUPT,
@@ -353,8 +353,8 @@ quick_check(sr_store *st)
         }
         nbad++;
         if (off < sizeof(msg)) {
-            int w = snprintf(msg + off, sizeof(msg) - off, "%s%s", off ? "; " : "",
-                             line ? line : "?");
+            int w =
+                snprintf(msg + off, sizeof(msg) - off, "%s%s", off ? "; " : "", line ? line : "?");
             off += w > 0 ? (size_t)w : 0;
         }
     }
@@ -418,16 +418,15 @@ set_wal(sr_store *st)
     int           r;
     sr_err        rc = SR_OK;
 
-    if ((r = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL)) !=
-        SQLITE_OK) {
+    if ((r = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL)) != SQLITE_OK) {
         return sr__store_sqlerr(st, r, "journal_mode");
     }
     r = sqlite3_step(s);
     if (r != SQLITE_ROW) {
         rc = sr__store_sqlerr(st, r, "journal_mode = WAL");
     } else if (sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") != 0) {
-        rc = sr__store_fail(st, SR_ESTORE, "%s: journal_mode stays '%s', WAL unavailable",
-                            st->path, (const char *)sqlite3_column_text(s, 0));
+        rc = sr__store_fail(st, SR_ESTORE, "%s: journal_mode stays '%s', WAL unavailable", st->path,
+                            (const char *)sqlite3_column_text(s, 0));
     }
     sqlite3_finalize(s);
     return rc;
@@ -451,7 +450,9 @@ set_autocheckpoint(sr_store *st)
     }
     int64_t pages = st->opts.wal_checkpoint_bytes / (page > 0 ? page : 4096);
     snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint = %lld",
-             (long long)(pages < 16 ? 16 : pages > INT32_MAX ? INT32_MAX : pages));
+             (long long)(pages < 16          ? 16
+                         : pages > INT32_MAX ? INT32_MAX
+                                             : pages));
     return sr__store_exec(st, sql);
 }
 

@@ -24,8 +24,7 @@ typedef struct {
     size_t    nproblems;
 } report;
 
-static void
-problem(report *r, const char *fmt, ...) SR_PRINTF(2, 3);
+static void problem(report *r, const char *fmt, ...) SR_PRINTF(2, 3);
 
 static void
 problem(report *r, const char *fmt, ...)
@@ -92,8 +91,10 @@ check_meta(sr_store *st, report *rep, int64_t *g, int64_t *ready)
             *ready = v;
         }
     }
-    if (sr__store_query_i64(st, "SELECT count(*) FROM meta WHERE key = 'format' AND value = '"
-                            SR_STORE_FORMAT "'", &v) != SR_OK || v != 1) {
+    if (sr__store_query_i64(
+            st, "SELECT count(*) FROM meta WHERE key = 'format' AND value = '" SR_STORE_FORMAT "'",
+            &v) != SR_OK ||
+        v != 1) {
         problem(rep, "meta: format '%s' missing", SR_STORE_FORMAT);
     }
     if (sr__store_query_i64(st, "PRAGMA application_id", &v) != SR_OK ||
@@ -109,8 +110,8 @@ check_meta(sr_store *st, report *rep, int64_t *g, int64_t *ready)
 /* Every chunk of tensor t present at the right size for each step in
  * steps[] at which t existed. */
 static sr_err
-check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *steps,
-             size_t nsteps, int64_t g)
+check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *steps, size_t nsteps,
+             int64_t g)
 {
     const store_var *v = sr__store_var(st, t->var_id);
     sqlite3_stmt    *s = NULL;
@@ -123,8 +124,7 @@ check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *st
         return SR_OK;
     }
     if ((first = malloc((v->nchunks ? v->nchunks : 1) * sizeof(*first))) == NULL) {
-        return sr__store_fail(st, SR_ENOMEM, "verify: %llu chunks",
-                              (unsigned long long)v->nchunks);
+        return sr__store_fail(st, SR_ENOMEM, "verify: %llu chunks", (unsigned long long)v->nchunks);
     }
     for (uint64_t i = 0; i < v->nchunks; i++) {
         first[i] = INT64_MAX;
@@ -144,13 +144,12 @@ check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *st
         int64_t step = sqlite3_column_int64(s, 1);
         int64_t len = sqlite3_column_int64(s, 4);
         if (idx < 0 || (uint64_t)idx >= v->nchunks) {
-            problem(rep, "variable '%s' slot '%s': stray chunk %lld (has %llu)", v->v.name,
-                    t->slot, (long long)idx, (unsigned long long)v->nchunks);
+            problem(rep, "variable '%s' slot '%s': stray chunk %lld (has %llu)", v->v.name, t->slot,
+                    (long long)idx, (unsigned long long)v->nchunks);
             continue;
         }
         uint64_t off = (uint64_t)idx * v->v.chunk_bytes;
-        uint64_t want = v->v.nbytes - off < v->v.chunk_bytes ? v->v.nbytes - off
-                                                             : v->v.chunk_bytes;
+        uint64_t want = v->v.nbytes - off < v->v.chunk_bytes ? v->v.nbytes - off : v->v.chunk_bytes;
         if (sqlite3_column_type(s, 3) == SQLITE_NULL) {
             problem(rep, "variable '%s' slot '%s': chunk %lld version %lld: data %lld missing",
                     v->v.name, t->slot, (long long)idx, (long long)step,
@@ -158,15 +157,18 @@ check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *st
             continue;
         }
         if ((uint64_t)len != want) {
-            problem(rep, "variable '%s' slot '%s': chunk %lld version %lld is %lld bytes, want "
-                    "%llu", v->v.name, t->slot, (long long)idx, (long long)step, (long long)len,
+            problem(rep,
+                    "variable '%s' slot '%s': chunk %lld version %lld is %lld bytes, want "
+                    "%llu",
+                    v->v.name, t->slot, (long long)idx, (long long)step, (long long)len,
                     (unsigned long long)want);
             continue;
         }
         if (step > g) {
-            problem(rep, "variable '%s' slot '%s': chunk %lld has a version at step %lld, after "
-                    "the global step %lld", v->v.name, t->slot, (long long)idx, (long long)step,
-                    (long long)g);
+            problem(rep,
+                    "variable '%s' slot '%s': chunk %lld has a version at step %lld, after "
+                    "the global step %lld",
+                    v->v.name, t->slot, (long long)idx, (long long)step, (long long)g);
         }
         if (step < first[idx]) {
             first[idx] = step;
@@ -247,12 +249,18 @@ verify_tx(sr_store *st, report *rep)
     if (rc != SR_OK) {
         return rc;
     }
-    if (sr__store_query_i64(st, "SELECT count(*) FROM chunk_data WHERE id NOT IN"
-                            " (SELECT data_id FROM chunk)", &n) == SR_OK && n > 0) {
+    if (sr__store_query_i64(st,
+                            "SELECT count(*) FROM chunk_data WHERE id NOT IN"
+                            " (SELECT data_id FROM chunk)",
+                            &n) == SR_OK &&
+        n > 0) {
         problem(rep, "%lld chunk data rows are referenced by no version", (long long)n);
     }
-    if (sr__store_query_i64(st, "SELECT count(*) FROM chunk WHERE tensor_id NOT IN"
-                            " (SELECT id FROM tensor)", &n) == SR_OK && n > 0) {
+    if (sr__store_query_i64(st,
+                            "SELECT count(*) FROM chunk WHERE tensor_id NOT IN"
+                            " (SELECT id FROM tensor)",
+                            &n) == SR_OK &&
+        n > 0) {
         problem(rep, "%lld chunk versions belong to no tensor", (long long)n);
     }
     return SR_OK;

@@ -32,8 +32,8 @@ _Static_assert(HDR_SEQ + 8 == SR_WIRE_HEADER_BYTES, "header fields must fill 56 
 /* Sizes of the fixed-size bodies. */
 #define HELLO_REP_BYTES 25 /* i64 global_step, u8 model_ready, i32 R, i32 N, u64 max bytes */
 #define READY_REQ_BYTES 1  /* u8 mark */
-#define PING_REP_BYTES 9   /* u8 model_ready, i64 global_step */
-#define PUSH_REP_BYTES 1   /* u8 outcome */
+#define PING_REP_BYTES  9  /* u8 model_ready, i64 global_step */
+#define PUSH_REP_BYTES  1  /* u8 outcome */
 
 #define MAX_TYPE SR_MSG_BYE
 

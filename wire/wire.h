@@ -21,11 +21,11 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
-#define SR_WIRE_MAGIC 0x31505253u /* bytes "SRP1" */
-#define SR_WIRE_VERSION 1
+#define SR_WIRE_MAGIC        0x31505253u /* bytes "SRP1" */
+#define SR_WIRE_VERSION      1
 #define SR_WIRE_HEADER_BYTES 56
-#define SR_WIRE_MAX_NAME 255      /* bytes in a variable name, no NUL inside */
-#define SR_WIRE_REPLY 0x80u       /* type bit set on every reply */
+#define SR_WIRE_MAX_NAME     255   /* bytes in a variable name, no NUL inside */
+#define SR_WIRE_REPLY        0x80u /* type bit set on every reply */
 
 /* Message types.  Never renumber or reuse a value. */
 typedef enum {
@@ -52,23 +52,23 @@ typedef enum {
  * and carry the coordinator's incarnation; status is 0 or a negative sr_err,
  * and a failed reply's frame 1 is the error text (UTF-8, no NUL). */
 typedef struct {
-    uint8_t  type;        /* sr_wire_type, | SR_WIRE_REPLY on replies */
+    uint8_t  type; /* sr_wire_type, | SR_WIRE_REPLY on replies */
     uint16_t flags;
     uint64_t request_id;  /* client-chosen, increasing per client */
     uint64_t incarnation; /* request: the client's view (0 = none yet);
                              reply: the coordinator's */
     uint64_t client_id;   /* random per client instance; deduplication key */
     int32_t  task_index;
-    int32_t  status;      /* replies: sr_err */
-    int64_t  local_step;  /* push: the step the gradient was computed at;
-                             token reply: the token's value */
-    uint64_t seq;         /* push: per-client sequence number (dedup) */
+    int32_t  status;     /* replies: sr_err */
+    int64_t  local_step; /* push: the step the gradient was computed at;
+                            token reply: the token's value */
+    uint64_t seq;        /* push: per-client sequence number (dedup) */
 } sr_wire_header;
 
 /* 56 bytes: magic u32, version u8, type u8, flags u16, request_id u64,
  * incarnation u64, client_id u64, task_index i32, status i32, local_step i64,
  * seq u64. */
-void   sr_wire_header_encode(const sr_wire_header *h, uint8_t out[SR_WIRE_HEADER_BYTES]);
+void sr_wire_header_encode(const sr_wire_header *h, uint8_t out[SR_WIRE_HEADER_BYTES]);
 /* Checks len, magic, version, and that the type (without the reply bit) is
  * a known sr_wire_type. */
 sr_err sr_wire_header_decode(const uint8_t *buf, size_t len, sr_wire_header *out);
@@ -82,9 +82,9 @@ typedef struct {
  * u16 name_len, name, u8 dtype, u8 flags, u8 ndim, ndim x i64 shape. */
 typedef struct {
     char    name[SR_WIRE_MAX_NAME + 1];
-    uint8_t dtype;   /* sr_dtype */
-    uint8_t flags;   /* SR_DECLARE_* */
-    uint8_t ndim;    /* <= SR_MAX_NDIM */
+    uint8_t dtype;              /* sr_dtype */
+    uint8_t flags;              /* SR_DECLARE_* */
+    uint8_t ndim;               /* <= SR_MAX_NDIM */
     int64_t shape[SR_MAX_NDIM]; /* each >= 0 */
 } sr_wire_vardesc;
 
@@ -124,7 +124,7 @@ typedef enum {
     SR_PUSH_DUPLICATE = 2,
 } sr_wire_push_outcome;
 typedef struct {
-    uint8_t outcome;  /* sr_wire_push_outcome */
+    uint8_t outcome; /* sr_wire_push_outcome */
 } sr_wire_push_rep;
 
 /* Encoders write into out[cap] and return the bytes written, or 0 when cap

@@ -39,8 +39,8 @@
 #include "wire/wire.h"
 
 #define DEFAULT_TIMEOUT_MS 60000
-#define MAX_REPLY_FRAMES 4
-#define RESTARTED 1               /* internal: the coordinator's incarnation changed */
+#define MAX_REPLY_FRAMES   4
+#define RESTARTED          1 /* internal: the coordinator's incarnation changed */
 #define DECLARE_CHECK_ONLY SR_WIRE_DECLARE_CHECK_ONLY
 
 typedef struct decl {
@@ -49,29 +49,29 @@ typedef struct decl {
     int      ndim;
     int64_t  shape[SR_MAX_NDIM];
     unsigned flags;
-    void    *init;                /* chief, until the model is ready */
+    void    *init; /* chief, until the model is ready */
     size_t   nbytes;
 } decl;
 
 struct sr_client {
-    void           *ctx, *sock;
-    char           *endpoint;
-    int             task;
-    int             timeout_ms;
-    uint64_t        client_id;
-    uint64_t        next_req;
-    uint64_t        seq;
-    uint64_t        incarnation;
-    int64_t         local_step;
-    int64_t         global_step;
-    int             model_ready;
-    int             ready_done;     /* sr_client_ready succeeded */
-    int             tainted;        /* resynced mid-round: this round's pulls may mix
-                                       incarnations, so its pushes are dropped (stale)
-                                       until the next sr_client_step */
+    void    *ctx, *sock;
+    char    *endpoint;
+    int      task;
+    int      timeout_ms;
+    uint64_t client_id;
+    uint64_t next_req;
+    uint64_t seq;
+    uint64_t incarnation;
+    int64_t  local_step;
+    int64_t  global_step;
+    int      model_ready;
+    int      ready_done; /* sr_client_ready succeeded */
+    int      tainted;    /* resynced mid-round: this round's pulls may mix
+                            incarnations, so its pushes are dropped (stale)
+                            until the next sr_client_step */
     decl           *decls;
     size_t          ndecls, cap_decls;
-    sr_wire_header  rh;             /* the last reply */
+    sr_wire_header  rh; /* the last reply */
     zmq_msg_t       rep[MAX_REPLY_FRAMES];
     int             nrep;
     sr_client_stats stats;
@@ -85,8 +85,7 @@ typedef struct {
 
 /* ---- errors ------------------------------------------------------------- */
 
-static int
-fail(sr_client *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(sr_client *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static int
 fail(sr_client *c, int code, const char *fmt, ...)
@@ -238,8 +237,8 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
         }
         now = sr_clock_now_ms();
         if (now - last_contact >= c->timeout_ms) {
-            return fail(c, SR_ETIMEDOUT, "%s: no answer from %s for %d ms",
-                        sr_wire_type_name(type), c->endpoint, c->timeout_ms);
+            return fail(c, SR_ETIMEDOUT, "%s: no answer from %s for %d ms", sr_wire_type_name(type),
+                        c->endpoint, c->timeout_ms);
         }
         if (now >= next_resend) {
             if (send_msg(c, type, req, SR_WIRE_F_RESEND, c->incarnation, local_step, seq, f, nf) ==
@@ -354,8 +353,7 @@ sr_client_open(sr_client **out, const sr_client_options *opts)
     if (out == NULL || opts == NULL || opts->endpoint == NULL || opts->task_index < 0) {
         return sr_fail(SR_EINVAL, "sr_client_open: NULL options, endpoint or negative task");
     }
-    if (opts->server_public_key != NULL || opts->public_key != NULL ||
-        opts->secret_key != NULL) {
+    if (opts->server_public_key != NULL || opts->public_key != NULL || opts->secret_key != NULL) {
         return sr_fail(SR_ENOTSUP, "sr_client_open: CURVE keys are not supported yet");
     }
     if ((c = calloc(1, sizeof(*c))) == NULL) {
@@ -458,8 +456,8 @@ declare_one(sr_client *c, const decl *d, int check_only)
 }
 
 int
-sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim,
-                     const int64_t *shape, const void *initial_value, unsigned flags)
+sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim, const int64_t *shape,
+                     const void *initial_value, unsigned flags)
 {
     uint64_t nbytes;
     decl    *d;
@@ -533,8 +531,8 @@ sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim,
 }
 
 int
-sr_client_declare(sr_client *c, const char *name, sr_dtype dtype, int ndim,
-                  const int64_t *shape, const void *initial_value)
+sr_client_declare(sr_client *c, const char *name, sr_dtype dtype, int ndim, const int64_t *shape,
+                  const void *initial_value)
 {
     return sr_client_declare_ex(c, name, dtype, ndim, shape, initial_value, 0);
 }
@@ -554,8 +552,8 @@ ready_rpc(sr_client *c, int mark)
     if (c->rh.status != SR_OK) {
         return reply_error(c, "ready");
     }
-    if (c->nrep != 1 || sr_wire_ping_rep_decode(zmq_msg_data(&c->rep[0]),
-                                                zmq_msg_size(&c->rep[0]), &rep) != SR_OK) {
+    if (c->nrep != 1 || sr_wire_ping_rep_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]),
+                                                &rep) != SR_OK) {
         return fail(c, SR_EPROTO, "ready: malformed reply");
     }
     c->model_ready = rep.model_ready;
@@ -637,8 +635,8 @@ sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes)
     if (c->rh.status != SR_OK) {
         return reply_error(c, "pull");
     }
-    if (c->nrep != 2 || sr_wire_vardesc_decode(zmq_msg_data(&c->rep[0]),
-                                               zmq_msg_size(&c->rep[0]), &vd) != SR_OK) {
+    if (c->nrep != 2 ||
+        sr_wire_vardesc_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]), &vd) != SR_OK) {
         return fail(c, SR_EPROTO, "pull %s: malformed reply", name);
     }
     if (zmq_msg_size(&c->rep[1]) != dst_bytes) {
@@ -686,8 +684,8 @@ push_common(sr_client *c, int type, const char *name, const frame *f, int nf)
         snprintf(what, sizeof(what), "push %s", name);
         return reply_error(c, what);
     }
-    if (c->nrep != 1 || sr_wire_push_rep_decode(zmq_msg_data(&c->rep[0]),
-                                                zmq_msg_size(&c->rep[0]), &rep) != SR_OK) {
+    if (c->nrep != 1 || sr_wire_push_rep_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]),
+                                                &rep) != SR_OK) {
         return fail(c, SR_EPROTO, "push %s: malformed reply", name);
     }
     c->stats.pushes++;
@@ -831,8 +829,8 @@ sr_client_global_step(sr_client *c, int64_t *out)
     if (c->rh.status != SR_OK) {
         return reply_error(c, "global step");
     }
-    if (c->nrep != 1 || sr_wire_ping_rep_decode(zmq_msg_data(&c->rep[0]),
-                                                zmq_msg_size(&c->rep[0]), &rep) != SR_OK) {
+    if (c->nrep != 1 || sr_wire_ping_rep_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]),
+                                                &rep) != SR_OK) {
         return fail(c, SR_EPROTO, "global step: malformed reply");
     }
     c->global_step = rep.global_step;

@@ -28,20 +28,20 @@
 #include "core/error.h"
 #include "store/store.h"
 
-#define MIB (1024u * 1024u)
+#define MIB       (1024u * 1024u)
 #define VAR_BYTES (4u * MIB) /* variables of at most 4 MiB, like many layers */
-#define KEEP 3
+#define KEEP      3
 
 typedef struct {
     unsigned size_mib;
     int      sync;
-    int      commits;       /* timed commits */
-    double   commit_ms;     /* median */
-    double   store_mb_s;    /* from the median */
+    int      commits;    /* timed commits */
+    double   commit_ms;  /* median */
+    double   store_mb_s; /* from the median */
     double   sustained_mb_s;
-    double   raw_ms;        /* median */
+    double   raw_ms; /* median */
     double   raw_mb_s;
-    double   ratio;         /* store_mb_s / raw_mb_s */
+    double   ratio; /* store_mb_s / raw_mb_s */
 } result;
 
 static int
@@ -114,8 +114,8 @@ bench_raw(const char *dir, const uint8_t *buf, size_t nbytes, int reps, double *
 }
 
 static int
-bench_store(const char *dir, unsigned size_mib, int sync, int64_t wal_bytes, uint8_t *buf,
-            int reps, result *res)
+bench_store(const char *dir, unsigned size_mib, int sync, int64_t wal_bytes, uint8_t *buf, int reps,
+            result *res)
 {
     char             path[1100];
     size_t           nbytes = (size_t)size_mib * MIB;
@@ -266,7 +266,8 @@ main(int argc, char **argv)
     printf("# store_commit: sr_store_commit_step (dense, all chunks dirty) vs raw "
            "pwrite()+fsync() of the same bytes\n");
     printf("# dir %s, variables of <= 4 MiB, chunk 4 MiB, keep %d, page_size 65536, "
-           "WAL checkpoint every %lld MiB\n", dir, KEEP, (long long)(wal_bytes >> 20));
+           "WAL checkpoint every %lld MiB\n",
+           dir, KEEP, (long long)(wal_bytes >> 20));
     printf("# warm-up fills the WAL twice; >= %d timed commits (medians); raw: %d reps\n", reps,
            reps);
     printf("# %9s %7s %7s %10s %11s %11s %15s %9s %10s %7s\n", "size(MiB)", "sync", "commits",
@@ -285,9 +286,8 @@ main(int argc, char **argv)
             r->ratio = r->store_mb_s / r->raw_mb_s;
             printf("  %9u %7s %7d %10.1f %11.2f %11.1f %15.1f %9.2f %10.1f %7.2f\n", r->size_mib,
                    r->sync == SR_STORE_SYNC_FULL ? "FULL" : "NORMAL", r->commits,
-                   1e3 / r->commit_ms,
-                   r->commit_ms, r->store_mb_s, r->sustained_mb_s, r->raw_ms, r->raw_mb_s,
-                   r->ratio);
+                   1e3 / r->commit_ms, r->commit_ms, r->store_mb_s, r->sustained_mb_s, r->raw_ms,
+                   r->raw_mb_s, r->ratio);
             fflush(stdout);
             nres++;
         }
@@ -295,7 +295,8 @@ main(int argc, char **argv)
     for (size_t i = 0; i < nres; i++) {
         if (res[i].size_mib == 16 && res[i].sync == SR_STORE_SYNC_FULL) {
             printf("# target store/raw >= 0.70 at 16 MiB FULL: %.2f (%s; reported, not "
-                   "asserted)\n", res[i].ratio, res[i].ratio >= 0.7 ? "met" : "not met");
+                   "asserted)\n",
+                   res[i].ratio, res[i].ratio >= 0.7 ? "met" : "not met");
         }
     }
     if (json != NULL) {
@@ -315,9 +316,8 @@ main(int argc, char **argv)
                         "\"raw_ms\":%.3f,\"raw_mb_s\":%.1f,\"ratio\":%.3f}",
                         i ? "," : "", r->size_mib,
                         r->sync == SR_STORE_SYNC_FULL ? "FULL" : "NORMAL", r->commits,
-                        1e3 / r->commit_ms,
-                        r->commit_ms, r->store_mb_s, r->sustained_mb_s, r->raw_ms, r->raw_mb_s,
-                        r->ratio);
+                        1e3 / r->commit_ms, r->commit_ms, r->store_mb_s, r->sustained_mb_s,
+                        r->raw_ms, r->raw_mb_s, r->ratio);
             }
             fprintf(f, "]}\n");
             fclose(f);

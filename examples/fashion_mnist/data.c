@@ -71,8 +71,8 @@ ex_dataset_load(const char *dir, const char *set, ex_dataset *out, char *err, si
     }
     for (size_t i = 0; i < lab.h.count; i++) {
         if (lab.data[i] >= EX_DATA_CLASSES) {
-            snprintf(err, err_len, "%s: label %zu is %u (classes are 0..%d)", lpath, i,
-                     lab.data[i], EX_DATA_CLASSES - 1);
+            snprintf(err, err_len, "%s: label %zu is %u (classes are 0..%d)", lpath, i, lab.data[i],
+                     EX_DATA_CLASSES - 1);
             goto fail;
         }
     }
@@ -118,8 +118,7 @@ ex_dataset_to_float(const ex_dataset *d, const size_t *idx, size_t first, size_t
 }
 
 sr_err
-ex_sampler_init(ex_sampler *s, size_t n_examples, int task, int ntasks, uint64_t seed,
-                size_t batch)
+ex_sampler_init(ex_sampler *s, size_t n_examples, int task, int ntasks, uint64_t seed, size_t batch)
 {
     size_t *all = NULL;
     size_t  lo, hi;

@@ -13,7 +13,7 @@
 
 /* Where Debian's dataset-fashion-mnist package puts the files. */
 #define EX_DATA_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
-#define EX_DATA_CLASSES 10
+#define EX_DATA_CLASSES     10
 
 /* Images with their labels. */
 typedef struct {
@@ -34,8 +34,8 @@ void   ex_dataset_free(ex_dataset *d);
 
 /* Convert n images, given by their indices (or the first n from `first` when
  * idx is NULL), to floats in [0, 1]: x[n x pixels]. */
-void ex_dataset_to_float(const ex_dataset *d, const size_t *idx, size_t first, size_t n,
-                         float *x, uint8_t *labels);
+void ex_dataset_to_float(const ex_dataset *d, const size_t *idx, size_t first, size_t n, float *x,
+                         uint8_t *labels);
 
 /* One task's shard and its batch order.  The training set is permuted once
  * with the seed and cut into ntasks contiguous shards; each epoch of a shard

@@ -12,8 +12,7 @@
 #include <string.h>
 #include <zlib.h>
 
-static sr_err
-fail(sr_err rc, char *err, size_t err_len, const char *fmt, ...)
+static sr_err fail(sr_err rc, char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static sr_err
@@ -50,8 +49,8 @@ ex_idx_decode_header(const uint8_t *buf, size_t len, ex_idx_header *out, size_t 
     }
     if (buf[0] != 0 || buf[1] != 0) {
         return fail(SR_ECORRUPT, err, err_len,
-                    "bad magic %02x %02x %02x %02x (an IDX file starts with 00 00)", buf[0],
-                    buf[1], buf[2], buf[3]);
+                    "bad magic %02x %02x %02x %02x (an IDX file starts with 00 00)", buf[0], buf[1],
+                    buf[2], buf[3]);
     }
     memset(&h, 0, sizeof(h));
     h.type = buf[2];
@@ -168,8 +167,8 @@ ex_idx_load(const char *path, ex_idx *out, char *err, size_t err_len)
     if ((n = gzread(f, &extra, 1)) != 0) {
         int zerr;
         rc = n < 0 ? fail(SR_ECORRUPT, err, err_len, "%s: %s", path, gzerror(f, &zerr))
-                   : fail(SR_ECORRUPT, err, err_len, "%s: trailing bytes after %zu elements",
-                          path, h.count);
+                   : fail(SR_ECORRUPT, err, err_len, "%s: trailing bytes after %zu elements", path,
+                          h.count);
         goto fail;
     }
     gzclose(f);

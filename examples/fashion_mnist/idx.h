@@ -13,7 +13,7 @@
 
 #include "syncrep/error.h"
 
-#define EX_IDX_MAX_DIMS 4
+#define EX_IDX_MAX_DIMS   4
 #define EX_IDX_TYPE_UBYTE 0x08
 /* Largest payload ex_idx_load accepts: refuses absurd sizes in a corrupt
  * header before allocating. */

@@ -195,8 +195,8 @@ forward(const ex_mlp_dims *d, const ex_mlp_params *p, const float *x, int n, ex_
     for (size_t k = 0; k < (size_t)n * hid; k++) {
         w->h[k] = w->h[k] > 0.0f ? w->h[k] : 0.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, hid, 1.0f, w->h, hid, p->w2,
-                out, 1.0f, w->z, out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, hid, 1.0f, w->h, hid, p->w2, out,
+                1.0f, w->z, out);
 }
 
 /* Replace each row of logits z[n x out] by its softmax; return the summed
@@ -226,8 +226,8 @@ softmax_xent(float *z, const uint8_t *y, int n, int out)
 }
 
 static sr_err
-check_batch(const ex_mlp_dims *d, const ex_mlp_params *p, const float *x, const uint8_t *y,
-            int n, const ex_mlp_work *w)
+check_batch(const ex_mlp_dims *d, const ex_mlp_params *p, const float *x, const uint8_t *y, int n,
+            const ex_mlp_work *w)
 {
     if (!dims_ok(d) || p == NULL || x == NULL || w == NULL || n < 1 || n > w->max_batch) {
         return SR_EINVAL;
@@ -298,8 +298,8 @@ ex_mlp_loss_grad(const ex_mlp_dims *d, const ex_mlp_params *p, const float *x, c
         w->dh[k] = w->h[k] > 0.0f ? w->dh[k] : 0.0f;
     }
     /* dW1 = X^T dH; db1 = column sums of dH. */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d->in, hid, n, 1.0f, x, d->in, w->dh,
-                hid, 0.0f, g->w1, hid);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d->in, hid, n, 1.0f, x, d->in, w->dh, hid,
+                0.0f, g->w1, hid);
     memset(g->b1, 0, (size_t)hid * sizeof(float));
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < hid; j++) {
@@ -310,8 +310,8 @@ ex_mlp_loss_grad(const ex_mlp_dims *d, const ex_mlp_params *p, const float *x, c
 }
 
 sr_err
-ex_mlp_predict(const ex_mlp_dims *d, const ex_mlp_params *p, const float *x, int n,
-               ex_mlp_work *w, uint8_t *pred)
+ex_mlp_predict(const ex_mlp_dims *d, const ex_mlp_params *p, const float *x, int n, ex_mlp_work *w,
+               uint8_t *pred)
 {
     sr_err rc;
 

@@ -29,8 +29,8 @@
 #include "syncrep/gpu.h"
 #include "syncrep/syncrep.h"
 
-#define PROG "fashion_mnist_train"
-#define HIDDEN 256
+#define PROG       "fashion_mnist_train"
+#define HIDDEN     256
 #define EVAL_CHUNK 1000
 
 static const char usage_text[] =
@@ -95,12 +95,11 @@ typedef struct {
     float         *test_x; /* chief: the test set as floats */
     uint8_t       *pred;   /* chief: EVAL_CHUNK predictions */
     sr_client     *c;
-    sr_gpu        *gpu;    /* G > 1: the host backend reducing the replicas */
+    sr_gpu        *gpu;                    /* G > 1: the host backend reducing the replicas */
     ex_mlp_params  rgrads[SR_GPU_MAX_DEV]; /* G > 1: replica r's gradients, on participant r */
 } trainer;
 
-static void
-say(const options *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const options *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 say(const options *o, const char *fmt, ...)
@@ -123,8 +122,7 @@ now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int
-usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int
 usage_error(const char *fmt, ...)
@@ -293,8 +291,8 @@ trainer_init(trainer *t, const options *o)
         return -1;
     }
     if (o->task == 0 && t->test.pixels != t->train.pixels) {
-        fprintf(stderr, PROG ": test images have %d pixels, training images %d\n",
-                t->test.pixels, t->train.pixels);
+        fprintf(stderr, PROG ": test images have %d pixels, training images %d\n", t->test.pixels,
+                t->train.pixels);
         return -1;
     }
     if ((rc = ex_sampler_init(&t->sampler, t->train.n, o->task, o->workers, o->seed,
@@ -408,9 +406,11 @@ compute_grads(trainer *t, float *loss)
         for (int r = 0; r < G; r++) {
             bufs[k][r] = ex_mlp_param(&t->rgrads[r], k);
         }
-        ts[k] = (sr_gpu_tensor){.bufs = bufs[k], .out = NULL,
+        ts[k] = (sr_gpu_tensor){.bufs = bufs[k],
+                                .out = NULL,
                                 .root_out = ex_mlp_param(&t->grads, k),
-                                .count = ex_mlp_param_count(&t->dims, k), .dtype = SR_FLOAT32};
+                                .count = ex_mlp_param_count(&t->dims, k),
+                                .dtype = SR_FLOAT32};
     }
     if ((rc = sr_gpu_group(t->gpu, SR_GPU_AVERAGE, ts, EX_MLP_NPARAMS, SR_GPU_SUM, 0)) != SR_OK) {
         fprintf(stderr, PROG ": task %d: averaging %d replicas: %s: %s\n", t->o->task, G,
@@ -442,8 +442,8 @@ join(trainer *t)
     co.task_index = t->o->task;
     co.timeout_ms = t->o->timeout_ms;
     if ((rc = sr_client_open(&t->c, &co)) != 0) {
-        fprintf(stderr, PROG ": task %d: cannot reach the coordinator at %s: %s: %s\n",
-                t->o->task, t->o->endpoint, sr_strerror(rc), sr_errdetail());
+        fprintf(stderr, PROG ": task %d: cannot reach the coordinator at %s: %s: %s\n", t->o->task,
+                t->o->endpoint, sr_strerror(rc), sr_errdetail());
         return -1;
     }
     if (t->o->task == 0) {
@@ -544,9 +544,9 @@ write_result(const options *o, const outcome *r, const char *reason)
 
 /* Progress of one worker between two progress lines. */
 typedef struct {
-    double  t0;      /* time of the last line */
-    int64_t step0;   /* local step then */
-    double  loss;    /* summed batch losses since */
+    double  t0;    /* time of the last line */
+    int64_t step0; /* local step then */
+    double  loss;  /* summed batch losses since */
     int     nloss;
 } progress;
 
@@ -557,8 +557,7 @@ progress_line(trainer *t, progress *p, int64_t step)
     double rate = now > p->t0 ? (double)(step - p->step0) / (now - p->t0) : 0.0;
 
     if (p->nloss > 0) {
-        say(t->o, "step %6" PRId64 "  %6.1f steps/s  loss %.4f", step, rate,
-            p->loss / p->nloss);
+        say(t->o, "step %6" PRId64 "  %6.1f steps/s  loss %.4f", step, rate, p->loss / p->nloss);
     }
     p->t0 = now;
     p->step0 = step;
@@ -583,8 +582,9 @@ train(trainer *t)
     const int      resumed = step > 0;
 
     if (o->replicas > 1) {
-        say(o, "model ready at global step %" PRId64 "; shard of %zu examples, batch %d over %d "
-               "local replicas (gpu/ host backend)",
+        say(o,
+            "model ready at global step %" PRId64 "; shard of %zu examples, batch %d over %d "
+            "local replicas (gpu/ host backend)",
             step, t->sampler.n, o->batch, o->replicas);
     } else {
         say(o, "model ready at global step %" PRId64 "; shard of %zu examples, batch %d", step,
@@ -604,8 +604,9 @@ train(trainer *t)
             inc = sr_client_incarnation(t->c);
             r.restarts++;
             restarted = 1;
-            say(o, "coordinator restarted (incarnation %" PRIu64 "): resuming from step %" PRId64
-                   " restored from the store",
+            say(o,
+                "coordinator restarted (incarnation %" PRIu64 "): resuming from step %" PRId64
+                " restored from the store",
                 inc, step);
             next_log = (step / o->log_every + 1) * o->log_every;
         }
@@ -685,8 +686,7 @@ main(int argc, char **argv)
      * that only contend.  OPENBLAS_NUM_THREADS is read too late to undo. */
     openblas_set_num_threads(1);
 #endif
-    if (trainer_init(&t, &o) != 0 || replicas_init(&t) != 0 || join(&t) != 0 ||
-        train(&t) != 0) {
+    if (trainer_init(&t, &o) != 0 || replicas_init(&t) != 0 || join(&t) != 0 || train(&t) != 0) {
         trainer_free(&t);
         return 1;
     }

@@ -10,25 +10,25 @@
 extern "C" {
 #endif
 
-#define SR_ERR_MAP(X)                                                \
-    X(OK, 0, "success")                                              \
-    X(EINVAL, -1, "invalid argument")                                \
-    X(ENOMEM, -2, "out of memory")                                   \
-    X(ETIMEDOUT, -3, "timed out")                                    \
-    X(EPROTO, -4, "malformed or unexpected message")                 \
-    X(ECORRUPT, -5, "persistent state is corrupt")                   \
-    X(ESTALE, -6, "request from a stale incarnation")                \
-    X(ESTORE, -7, "store (SQLite) failure")                          \
-    X(EMSG, -8, "messaging (ZeroMQ) failure")                        \
-    X(EGPU, -9, "CUDA/NCCL failure")                                 \
-    X(ENOTSUP, -10, "not supported in this build")                   \
-    X(ENOENT, -11, "no such variable, step or file")                 \
-    X(EEXIST, -12, "already exists with different properties")       \
-    X(ENOSPC, -13, "no space left (disk full or store size limit)")  \
-    X(EACCES, -14, "permission denied or read-only location")        \
-    X(ENOTREADY, -15, "model not ready")                             \
-    X(EVERSION, -16, "made by a newer version of syncrep")           \
-    X(ECLOSED, -17, "shutting down")                                 \
+#define SR_ERR_MAP(X)                                               \
+    X(OK, 0, "success")                                             \
+    X(EINVAL, -1, "invalid argument")                               \
+    X(ENOMEM, -2, "out of memory")                                  \
+    X(ETIMEDOUT, -3, "timed out")                                   \
+    X(EPROTO, -4, "malformed or unexpected message")                \
+    X(ECORRUPT, -5, "persistent state is corrupt")                  \
+    X(ESTALE, -6, "request from a stale incarnation")               \
+    X(ESTORE, -7, "store (SQLite) failure")                         \
+    X(EMSG, -8, "messaging (ZeroMQ) failure")                       \
+    X(EGPU, -9, "CUDA/NCCL failure")                                \
+    X(ENOTSUP, -10, "not supported in this build")                  \
+    X(ENOENT, -11, "no such variable, step or file")                \
+    X(EEXIST, -12, "already exists with different properties")      \
+    X(ENOSPC, -13, "no space left (disk full or store size limit)") \
+    X(EACCES, -14, "permission denied or read-only location")       \
+    X(ENOTREADY, -15, "model not ready")                            \
+    X(EVERSION, -16, "made by a newer version of syncrep")          \
+    X(ECLOSED, -17, "shutting down")                                \
     X(ENONFINITE, -18, "gradient contains NaN or Inf")
 
 typedef enum {

@@ -49,12 +49,12 @@ typedef struct {
 /* Per-client counts of what the coordinator answered to this client's pushes
  * (every push is acknowledged as exactly one of these). */
 typedef struct {
-    uint64_t pushes;      /* push calls that completed */
-    uint64_t accepted;    /* counted into an accumulator */
-    uint64_t stale;       /* dropped: computed at an old step or incarnation */
-    uint64_t duplicate;   /* a resend the coordinator had already counted */
-    uint64_t resyncs;     /* coordinator restarts this client noticed */
-    uint64_t resends;     /* requests sent again after no answer */
+    uint64_t pushes;    /* push calls that completed */
+    uint64_t accepted;  /* counted into an accumulator */
+    uint64_t stale;     /* dropped: computed at an old step or incarnation */
+    uint64_t duplicate; /* a resend the coordinator had already counted */
+    uint64_t resyncs;   /* coordinator restarts this client noticed */
+    uint64_t resends;   /* requests sent again after no answer */
 } sr_client_stats;
 
 /* Open a client and say hello to the coordinator (waits up to timeout_ms for
@@ -105,8 +105,8 @@ int sr_client_push(sr_client *c, const char *name, const void *grad, size_t byte
 /* Push a sparse gradient: nrows rows of the variable's row shape (first
  * dimension = row), at the given row indices (any order; repeated indices are
  * summed).  rows_bytes = nrows x row size. */
-int sr_client_push_sparse(sr_client *c, const char *name, size_t nrows,
-                          const int64_t *row_indices, const void *rows, size_t rows_bytes);
+int sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const int64_t *row_indices,
+                          const void *rows, size_t rows_bytes);
 
 /* Take a step token (blocks while other workers finish the step; this is not
  * a timeout while the coordinator is alive); local step = the token's value. */

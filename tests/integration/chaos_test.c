@@ -171,7 +171,7 @@ test_chaos_verifier_catches_each_corruption(void **state)
     assert_int_equal(sr_chaos_verify(&e, checks), 1);
 
     /* A step-log row dropped (the middle one). */
-    size_t mid = e.nlog / 2;
+    size_t           mid = e.nlog / 2;
     sr_store_contrib saved = e.log[mid];
     memmove(&e.log[mid], &e.log[mid + 1], (e.nlog - mid - 1) * sizeof(*e.log));
     e.nlog--;

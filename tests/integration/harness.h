@@ -8,11 +8,11 @@
 #include "syncrep/syncrep.h"
 
 typedef struct {
-    char  *dir;          /* temp dir, removed at teardown */
-    char   store[512];   /* dir/store.db */
-    char   endpoint[600];/* ipc://dir/coord.sock */
-    char   log[512];     /* dir/coordinator.log */
-    pid_t  pid;          /* the coordinator, or 0 */
+    char *dir;           /* temp dir, removed at teardown */
+    char  store[512];    /* dir/store.db */
+    char  endpoint[600]; /* ipc://dir/coord.sock */
+    char  log[512];      /* dir/coordinator.log */
+    pid_t pid;           /* the coordinator, or 0 */
 } sr_harness;
 
 /* Make the directory and paths. */
@@ -22,7 +22,7 @@ void sr_harness_start(sr_harness *h, ...);
 /* SIGKILL the coordinator and reap it. */
 void sr_harness_kill9(sr_harness *h);
 /* SIGTERM and wait for a clean exit; returns the exit status (or -1). */
-int  sr_harness_stop(sr_harness *h);
+int sr_harness_stop(sr_harness *h);
 /* Kill what is left and remove the directory (keeps it, and prints the log,
  * if the test failed: set keep). */
 void sr_harness_fini(sr_harness *h);

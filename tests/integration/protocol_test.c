@@ -121,8 +121,8 @@ raw_hello(raw *r, int task)
 }
 
 static void
-raw_push(raw *r, int task, const char *name, int dtype, const void *g, size_t len,
-         int64_t step, uint64_t seq)
+raw_push(raw *r, int task, const char *name, int dtype, const void *g, size_t len, int64_t step,
+         uint64_t seq)
 {
     sr_wire_pushdesc p;
     uint8_t          pd[SR_WIRE_BODY_MAX];
@@ -207,8 +207,7 @@ status_json(sr_harness *h, char *out, size_t cap)
     FILE  *p;
     size_t n;
 
-    snprintf(cmd, sizeof(cmd), "%s status --connect %s --json", sr_test_syncrep_bin(),
-             h->endpoint);
+    snprintf(cmd, sizeof(cmd), "%s status --connect %s --json", sr_test_syncrep_bin(), h->endpoint);
     if ((p = popen(cmd, "r")) == NULL) {
         return -1;
     }
@@ -288,13 +287,13 @@ expect_error(raw *r, int code)
 static void
 test_protocol_bad_messages_answered_and_change_nothing(void **state)
 {
-    sr_harness   h;
-    sr_client   *chief = setup(&h, "bad", "1");
-    raw          r;
-    const double g = 1.0, nan_g = 0.0 / 0.0;
-    const float  gf = 1.0f;
+    sr_harness    h;
+    sr_client    *chief = setup(&h, "bad", "1");
+    raw           r;
+    const double  g = 1.0, nan_g = 0.0 / 0.0;
+    const float   gf = 1.0f;
     const int64_t gi = 1;
-    int64_t      gs;
+    int64_t       gs;
     (void)state;
 
     raw_open(&r, h.endpoint, 0x3333);
@@ -381,8 +380,8 @@ test_protocol_status_reports_workers_and_counts(void **state)
     size_t       n;
     (void)state;
 
-    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));  /* accepted: step 1 */
-    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));  /* stale: still local 0 */
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g))); /* accepted: step 1 */
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g))); /* stale: still local 0 */
     assert_int_equal(status_json(&h, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "\"global_step\":1"));
     assert_non_null(strstr(out, "\"replicas_to_aggregate\":1"));

@@ -142,11 +142,11 @@ test_restart_kill9_between_and_mid_step_loses_nothing(void **state)
 
     /* The store: the same state, and exactly R contributions per step, each
      * computed at the step it was applied in. */
-    sr_store        *st;
-    sr_store_opts    o;
-    sr_store_info    info;
+    sr_store         *st;
+    sr_store_opts     o;
+    sr_store_info     info;
     sr_store_contrib *log = NULL;
-    size_t           n = 0;
+    size_t            n = 0;
     memset(&o, 0, sizeof(o));
     o.readonly = 1;
     assert_sr_ok(sr_store_open(h.store, &o, &st));

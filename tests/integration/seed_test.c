@@ -16,10 +16,10 @@
 #include "syncrep/syncrep.h"
 
 typedef struct {
-    sr_client  *c;
-    int         id;
-    atomic_int  pushed; /* set once the pushes of a round were acknowledged */
-    int         rc;
+    sr_client *c;
+    int        id;
+    atomic_int pushed; /* set once the pushes of a round were acknowledged */
+    int        rc;
 } worker;
 
 static void
@@ -85,8 +85,8 @@ global_step(sr_client *c)
 static void
 start(sr_harness *h, worker *w, int n, const char *nstr)
 {
-    sr_harness_start(h, "--replicas-to-aggregate", "2", "--total-replicas", nstr,
-                     "--init-tokens", nstr, "--learning-rate", "2.0", NULL);
+    sr_harness_start(h, "--replicas-to-aggregate", "2", "--total-replicas", nstr, "--init-tokens",
+                     nstr, "--learning-rate", "2.0", NULL);
     for (int i = 0; i < n; i++) {
         memset(&w[i], 0, sizeof(w[i]));
         w[i].id = i;

@@ -21,7 +21,7 @@ void sr_test_check(int rc, int want, const char *expr, const char *file, int lin
 
 /* Assert a syncrep call returned SR_OK / a given code, printing the code's
  * name and the thread's error detail on failure. */
-#define assert_sr_ok(expr) sr_test_check((int)(expr), SR_OK, #expr, __FILE__, __LINE__)
+#define assert_sr_ok(expr)        sr_test_check((int)(expr), SR_OK, #expr, __FILE__, __LINE__)
 #define assert_sr_err(expr, want) sr_test_check((int)(expr), (int)(want), #expr, __FILE__, __LINE__)
 
 /* |a - b| <= eps for doubles, printing both (cmocka 1.1.5 has no float asserts). */

@@ -78,11 +78,11 @@ test_accum_sparse_repeats_summed_counted_once_per_push(void **state)
     sr_accum         a;
     sr_accum_outcome out;
     /* Variable of 4 rows x 2. */
-    const int64_t    idx1[3] = {2, 0, 2};
-    const float      rows1[6] = {1, 1, 10, 10, 2, 2};
-    const int64_t    idx2[1] = {2};
-    const float      rows2[2] = {4, 4};
-    const float     *s;
+    const int64_t idx1[3] = {2, 0, 2};
+    const float   rows1[6] = {1, 1, 10, 10, 2, 2};
+    const int64_t idx2[1] = {2};
+    const float   rows2[2] = {4, 4};
+    const float  *s;
     (void)state;
 
     assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 8, 4, 2, 0));

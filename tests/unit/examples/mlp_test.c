@@ -59,8 +59,8 @@ test_mlp_grad_matches_finite_differences(void **state)
             double num = ((double)lp - (double)lm) / (2.0 * eps);
             double tol = 2e-3 + 2e-2 * fabs(num);
             if (fabs(num - gv[i]) > tol) {
-                fail_msg("%s[%zu]: backprop %.6f, finite difference %.6f", ex_mlp_param_name(k),
-                         i, (double)gv[i], num);
+                fail_msg("%s[%zu]: backprop %.6f, finite difference %.6f", ex_mlp_param_name(k), i,
+                         (double)gv[i], num);
             }
             checked++;
             active += gv[i] != 0.0f;
@@ -144,11 +144,11 @@ test_mlp_init_depends_on_the_seed_only(void **state)
 static void
 test_mlp_bad_arguments_are_einval(void **state)
 {
-    ex_mlp_params p, g;
-    ex_mlp_work  *w;
+    ex_mlp_params     p, g;
+    ex_mlp_work      *w;
     const ex_mlp_dims bad = {0, HID, OUT};
-    float         x[N * IN] = {0}, loss;
-    uint8_t       y[N] = {0, 1, OUT};
+    float             x[N * IN] = {0}, loss;
+    uint8_t           y[N] = {0, 1, OUT};
     (void)state;
 
     assert_sr_err(ex_mlp_params_new(&bad, &p), SR_EINVAL);

@@ -67,7 +67,7 @@ assert_reads_step(sr_store *st, int64_t id, int64_t at, int64_t want_step)
 static void
 assert_verify_clean(sr_store *st)
 {
-    char *rep = NULL;
+    char  *rep = NULL;
     sr_err rc = sr_store_verify(st, &rep);
     if (rc != SR_OK) {
         print_error("verify report:\n%s", rep ? rep : "(none)");
@@ -255,32 +255,32 @@ test_chunk_keep_one_updates_in_place(void **state)
 static void
 test_chunk_rewind_restores_step_drops_later_and_records(void **state)
 {
-    store_fixture      *f = *state;
-    sr_store           *st = open_small(f->path, 64, 4);
-    int64_t             id = declare_w(st);
-    const int64_t       shape[1] = {3};
-    int64_t             late;
-    uint64_t            inc;
-    sr_store_info       info;
+    store_fixture       *f = *state;
+    sr_store            *st = open_small(f->path, 64, 4);
+    int64_t              id = declare_w(st);
+    const int64_t        shape[1] = {3};
+    int64_t              late;
+    uint64_t             inc;
+    sr_store_info        info;
     sr_store_rewind_rec *rw = NULL;
-    sr_store_contrib   *log = NULL;
-    size_t              n = 0;
-    float               buf[3];
+    sr_store_contrib    *log = NULL;
+    size_t               n = 0;
+    float                buf[3];
 
     assert_sr_ok(sr_store_new_incarnation(st, &inc));
     for (int64_t g = 1; g <= 5; g++) {
         float            v[N];
-        sr_store_contrib l = {.step = g - 1, .var_id = id, .pos = 0, .task_index = 0,
-                              .local_step = g - 1};
+        sr_store_contrib l = {
+            .step = g - 1, .var_id = id, .pos = 0, .task_index = 0, .local_step = g - 1};
         fill_pattern(v, SR_FLOAT32, N, 1, g);
-        sr_store_tensor t[2] = {{.var_id = id, .data = v, .len_bytes = sizeof(v)},
-                                {.var_id = id, .slot = g >= 4 ? "m" : "s", .data = v,
-                                 .len_bytes = sizeof(v)}};
+        sr_store_tensor t[2] = {
+            {.var_id = id, .data = v, .len_bytes = sizeof(v)},
+            {.var_id = id, .slot = g >= 4 ? "m" : "s", .data = v, .len_bytes = sizeof(v)}};
         sr_store_commit c = {.global_step = g, .tensors = t, .ntensors = 2, .log = &l, .nlog = 1};
         assert_sr_ok(sr_store_commit_step(st, &c));
         if (g == 4) {
-            assert_sr_ok(sr_store_declare(st, "late", SR_FLOAT32, 1, shape, 1, NULL, 0, &late,
-                                          NULL));
+            assert_sr_ok(
+                sr_store_declare(st, "late", SR_FLOAT32, 1, shape, 1, NULL, 0, &late, NULL));
         }
     }
     assert_sr_err(sr_store_rewind(st, 1), SR_ENOENT); /* only 2..5 retained */

@@ -20,8 +20,14 @@ run_cli(const store_fixture *f, char **out, const char *a1, const char *a2, cons
         const char *a4, const char *a5)
 {
     char        log[700];
-    char *const argv[] = {(char *)syncrep_bin(), "store", (char *)a1, (char *)a2,
-                          (char *)a3, (char *)a4, (char *)a5, NULL};
+    char *const argv[] = {(char *)syncrep_bin(),
+                          "store",
+                          (char *)a1,
+                          (char *)a2,
+                          (char *)a3,
+                          (char *)a4,
+                          (char *)a5,
+                          NULL};
     size_t      len;
     pid_t       pid;
     int         status;
@@ -55,13 +61,12 @@ make_store(const char *path, int64_t *id)
     assert_sr_ok(sr_store_declare(st, "layer/w", SR_FLOAT32, 2, shape, 1, v, sizeof(v), id, NULL));
     assert_sr_ok(sr_store_set_ready(st));
     fill_pattern(v, SR_FLOAT32, 20, 1, 1);
-    sr_store_tensor  t[2] = {{.var_id = *id, .data = v, .len_bytes = sizeof(v)},
-                             {.var_id = *id, .slot = "momentum", .data = v,
-                              .len_bytes = sizeof(v)}};
-    sr_store_worker  w = {.task_index = 0, .local_step = 0, .last_seen_ms = 1718000000000,
-                          .incarnation = inc};
-    sr_store_commit  c = {.global_step = 1, .tensors = t, .ntensors = 2, .workers = &w,
-                          .nworkers = 1};
+    sr_store_tensor t[2] = {{.var_id = *id, .data = v, .len_bytes = sizeof(v)},
+                            {.var_id = *id, .slot = "momentum", .data = v, .len_bytes = sizeof(v)}};
+    sr_store_worker w = {
+        .task_index = 0, .local_step = 0, .last_seen_ms = 1718000000000, .incarnation = inc};
+    sr_store_commit c = {
+        .global_step = 1, .tensors = t, .ntensors = 2, .workers = &w, .nworkers = 1};
     assert_sr_ok(sr_store_commit_step(st, &c));
     return st;
 }

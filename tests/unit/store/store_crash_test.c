@@ -18,13 +18,13 @@
 
 #include "store_test_util.h"
 
-#define CHUNK 4096
-#define NA 4096 /* "a": float32, 16 KiB = 4 chunks, dense, plus slot "m" */
-#define NB 1000 /* "b": int64, 8000 bytes = 2 chunks, dense */
-#define NS 2048 /* "s": float64, 16 KiB = 4 chunks, one dirty chunk per step */
-#define NS_CHUNKS 4
+#define CHUNK       4096
+#define NA          4096 /* "a": float32, 16 KiB = 4 chunks, dense, plus slot "m" */
+#define NB          1000 /* "b": int64, 8000 bytes = 2 chunks, dense */
+#define NS          2048 /* "s": float64, 16 KiB = 4 chunks, one dirty chunk per step */
+#define NS_CHUNKS   4
 #define S_PER_CHUNK (CHUNK / 8)
-#define KEEP 3
+#define KEEP        3
 
 /* The sparse variable's chunk c was last written at the greatest step
  * s <= g with s % 4 == c (s >= 1), else at declaration (0). */
@@ -105,8 +105,8 @@ child_run(const char *path)
             {.var_id = idb, .data = b, .len_bytes = sizeof(b)},
             {.var_id = ids, .data = s, .len_bytes = sizeof(s), .dirty = dirty},
         };
-        sr_store_worker  w = {.task_index = 0, .local_step = g - 1, .last_seen_ms = g,
-                              .incarnation = 1};
+        sr_store_worker w = {
+            .task_index = 0, .local_step = g - 1, .last_seen_ms = g, .incarnation = 1};
         sr_store_contrib l[2] = {{g - 1, ida, 0, 0, g - 1}, {g - 1, ida, 1, 1, g - 1}};
         sr_store_commit  cm = {g, t, 4, &w, 1, l, 2};
         if (sr_store_commit_step(st, &cm) != SR_OK) {
@@ -129,16 +129,16 @@ check_tensor_at(sr_store *st, int64_t id, const char *slot, int64_t at, const vo
 static int64_t
 check_store(const char *path)
 {
-    static float     a[NA];
-    static int64_t   b[NB];
-    static double    s[NS];
-    sr_store_opts    o = crash_opts();
-    sr_store        *st = NULL;
-    sr_store_info    info;
-    sr_store_var    *vars = NULL;
-    int64_t         *steps = NULL;
-    size_t           nvars = 0, nsteps = 0;
-    char            *rep = NULL;
+    static float   a[NA];
+    static int64_t b[NB];
+    static double  s[NS];
+    sr_store_opts  o = crash_opts();
+    sr_store      *st = NULL;
+    sr_store_info  info;
+    sr_store_var  *vars = NULL;
+    int64_t       *steps = NULL;
+    size_t         nvars = 0, nsteps = 0;
+    char          *rep = NULL;
 
     assert_sr_ok(sr_store_open(path, &o, &st));
     assert_sr_ok(sr_store_get_info(st, &info));
@@ -151,11 +151,12 @@ check_store(const char *path)
         assert_int_equal(g, 0);
         assert_int_equal(nsteps, 0);
         for (size_t i = 0; i < nvars; i++) {
-            uint64_t tag = strcmp(vars[i].name, "a") == 0 ? 10
-                           : strcmp(vars[i].name, "b") == 0 ? 12 : 13;
+            uint64_t tag = strcmp(vars[i].name, "a") == 0   ? 10
+                           : strcmp(vars[i].name, "b") == 0 ? 12
+                                                            : 13;
             uint8_t  want[NS * 8];
-            fill_pattern(want, vars[i].dtype, vars[i].nbytes / sr_dtype_size(vars[i].dtype),
-                         tag, 0);
+            fill_pattern(want, vars[i].dtype, vars[i].nbytes / sr_dtype_size(vars[i].dtype), tag,
+                         0);
             check_tensor_at(st, vars[i].id, NULL, -1, want, vars[i].nbytes);
         }
     } else {

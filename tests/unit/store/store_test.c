@@ -72,8 +72,8 @@ test_store_declare_every_dtype_roundtrip_matches(void **state)
         char    name[16];
         snprintf(name, sizeof(name), "v%d", d);
         fill_pattern(in, dtypes[d], 21, (uint64_t)d, 0);
-        assert_sr_ok(sr_store_declare(st, name, dtypes[d], 2, shape, d != 2, in, nb, &id,
-                                      &existed));
+        assert_sr_ok(
+            sr_store_declare(st, name, dtypes[d], 2, shape, d != 2, in, nb, &id, &existed));
         assert_int_equal(existed, 0);
         memset(out, 0xEE, sizeof(out));
         assert_sr_ok(sr_store_read_tensor(st, id, NULL, -1, out, nb));
@@ -126,8 +126,8 @@ test_store_chunk_boundaries_roundtrip_matches(void **state)
 
             snprintf(name, sizeof(name), "b%d_%zu", d, sizes[k]);
             fill_pattern(in, dtypes[d], (size_t)shape[0], k, 0);
-            assert_sr_ok(sr_store_declare(st, name, dtypes[d], 1, shape, 1, in, sizes[k], &id,
-                                          NULL));
+            assert_sr_ok(
+                sr_store_declare(st, name, dtypes[d], 1, shape, 1, in, sizes[k], &id, NULL));
             assert_sr_ok(sr_store_nchunks(st, id, &nchunks));
             assert_int_equal(nchunks, (sizes[k] + 63) / 64);
             assert_sr_ok(sr_store_chunk_bytes(st, id, &cb));
@@ -209,33 +209,28 @@ test_store_declare_same_is_existing_other_is_eexist(void **state)
     int            existed = -1;
     float          init[6] = {1, 2, 3, 4, 5, 6}, out[6];
 
-    assert_sr_ok(sr_store_declare(st, "w", SR_FLOAT32, 2, s23, 1, init, sizeof(init), &id,
-                                  &existed));
+    assert_sr_ok(
+        sr_store_declare(st, "w", SR_FLOAT32, 2, s23, 1, init, sizeof(init), &id, &existed));
     assert_int_equal(existed, 0);
     /* Same dtype and shape: existed, value untouched (other initial value ignored). */
     float other[6] = {0};
-    assert_sr_ok(sr_store_declare(st, "w", SR_FLOAT32, 2, s23, 1, other, sizeof(other), &id2,
-                                  &existed));
+    assert_sr_ok(
+        sr_store_declare(st, "w", SR_FLOAT32, 2, s23, 1, other, sizeof(other), &id2, &existed));
     assert_int_equal(existed, 1);
     assert_int_equal(id2, id);
     assert_sr_ok(sr_store_read_tensor(st, id, NULL, -1, out, sizeof(out)));
     assert_memory_equal(out, init, sizeof(init));
-    assert_sr_err(sr_store_declare(st, "w", SR_FLOAT32, 2, s32, 1, NULL, 0, &id2, NULL),
-                  SR_EEXIST);
+    assert_sr_err(sr_store_declare(st, "w", SR_FLOAT32, 2, s32, 1, NULL, 0, &id2, NULL), SR_EEXIST);
     assert_non_null(strstr(sr_errdetail(), "[2,3]"));
     assert_non_null(strstr(sr_errdetail(), "[3,2]"));
     assert_non_null(strstr(sr_store_errmsg(st), "[3,2]"));
-    assert_sr_err(sr_store_declare(st, "w", SR_INT32, 2, s23, 1, NULL, 0, &id2, NULL),
-                  SR_EEXIST);
+    assert_sr_err(sr_store_declare(st, "w", SR_INT32, 2, s23, 1, NULL, 0, &id2, NULL), SR_EEXIST);
     assert_non_null(strstr(sr_errdetail(), "int32"));
-    assert_sr_err(sr_store_declare(st, "w", SR_FLOAT32, 1, s6, 1, NULL, 0, &id2, NULL),
-                  SR_EEXIST);
+    assert_sr_err(sr_store_declare(st, "w", SR_FLOAT32, 1, s6, 1, NULL, 0, &id2, NULL), SR_EEXIST);
     /* Bad input is EINVAL. */
-    assert_sr_err(sr_store_declare(st, "x", SR_FLOAT32, 2, s23, 1, init, 5, &id2, NULL),
-                  SR_EINVAL);
+    assert_sr_err(sr_store_declare(st, "x", SR_FLOAT32, 2, s23, 1, init, 5, &id2, NULL), SR_EINVAL);
     assert_sr_err(sr_store_declare(st, "x", 99, 2, s23, 1, NULL, 0, &id2, NULL), SR_EINVAL);
-    assert_sr_err(sr_store_declare(st, "", SR_FLOAT32, 2, s23, 1, NULL, 0, &id2, NULL),
-                  SR_EINVAL);
+    assert_sr_err(sr_store_declare(st, "", SR_FLOAT32, 2, s23, 1, NULL, 0, &id2, NULL), SR_EINVAL);
     char longname[SR_STORE_MAX_NAME + 2];
     memset(longname, 'a', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
@@ -289,13 +284,12 @@ test_store_commit_bad_input_is_einval_nothing_changed(void **state)
     assert_non_null(strstr(sr_errdetail(), "both"));
     /* Step log naming no variable, after a valid tensor. */
     sr_store_contrib lg = {.step = 5, .var_id = id + 7, .pos = 0, .task_index = 0};
-    c = (sr_store_commit){.global_step = 6, .tensors = &good, .ntensors = 1, .log = &lg,
-                          .nlog = 1};
+    c = (sr_store_commit){.global_step = 6, .tensors = &good, .ntensors = 1, .log = &lg, .nlog = 1};
     assert_sr_err(sr_store_commit_step(st, &c), SR_EINVAL);
     /* Negative worker task index. */
     sr_store_worker w = {.task_index = -1};
-    c = (sr_store_commit){.global_step = 6, .tensors = &good, .ntensors = 1, .workers = &w,
-                          .nworkers = 1};
+    c = (sr_store_commit){
+        .global_step = 6, .tensors = &good, .ntensors = 1, .workers = &w, .nworkers = 1};
     assert_sr_err(sr_store_commit_step(st, &c), SR_EINVAL);
     assert_sr_err(sr_store_commit_step(st, NULL), SR_EINVAL);
 
@@ -319,16 +313,16 @@ test_store_commit_bad_input_is_einval_nothing_changed(void **state)
 static void
 test_store_records_incarnations_config_workers_log_roundtrip(void **state)
 {
-    store_fixture   *f = *state;
-    sr_store        *st = open_small(f->path, 64, 3);
-    const int64_t    shape[1] = {4};
-    float            v[4] = {1, 2, 3, 4};
-    int64_t          id;
-    uint64_t         inc = 0;
-    char            *cfg = NULL;
-    sr_store_worker *ws = NULL;
+    store_fixture    *f = *state;
+    sr_store         *st = open_small(f->path, 64, 3);
+    const int64_t     shape[1] = {4};
+    float             v[4] = {1, 2, 3, 4};
+    int64_t           id;
+    uint64_t          inc = 0;
+    char             *cfg = NULL;
+    sr_store_worker  *ws = NULL;
     sr_store_contrib *log = NULL;
-    size_t           n = 0;
+    size_t            n = 0;
 
     assert_sr_ok(sr_store_new_incarnation(st, &inc));
     assert_int_equal(inc, 1);
@@ -414,9 +408,9 @@ test_store_slot_created_on_first_write_absent_before(void **state)
     assert_sr_ok(sr_store_declare(st, "w", SR_FLOAT32, 1, shape, 1, v, sizeof(v), &id, NULL));
     assert_sr_ok(sr_store_set_ready(st));
     fill_pattern(m, SR_FLOAT32, 40, 4, 1);
-    sr_store_tensor t[2] = {{.var_id = id, .data = v, .len_bytes = sizeof(v)},
-                            {.var_id = id, .slot = "momentum", .data = m, .len_bytes = sizeof(m),
-                             .dirty = dirty}};
+    sr_store_tensor t[2] = {
+        {.var_id = id, .data = v, .len_bytes = sizeof(v)},
+        {.var_id = id, .slot = "momentum", .data = m, .len_bytes = sizeof(m), .dirty = dirty}};
     sr_store_commit c = {.global_step = 1, .tensors = t, .ntensors = 2};
     assert_sr_ok(sr_store_commit_step(st, &c));
     assert_sr_ok(sr_store_list_slots(st, id, &names, &n));
@@ -608,9 +602,8 @@ main(void)
                                         store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_store_find_var_by_name, store_fixture_setup,
                                         store_fixture_teardown),
-        cmocka_unit_test_setup_teardown(
-            test_store_export_while_open_copy_matches_and_step_rewinds, store_fixture_setup,
-            store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_store_export_while_open_copy_matches_and_step_rewinds,
+                                        store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_store_readonly_open_reads_while_writer_open,
                                         store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_store_readonly_handle_commit_is_eacces,

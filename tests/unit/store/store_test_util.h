@@ -16,8 +16,8 @@
 #include "store/store.h"
 
 typedef struct {
-    char *dir;        /* sr_test_mkdtemp */
-    char  path[600];  /* dir/s.db */
+    char *dir;       /* sr_test_mkdtemp */
+    char  path[600]; /* dir/s.db */
 } store_fixture;
 
 static inline int
