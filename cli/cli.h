@@ -7,6 +7,7 @@
 int sr__cli_store(int argc, char **argv);
 int sr__cli_coordinator(int argc, char **argv);
 int sr__cli_status(int argc, char **argv);
+int sr__cli_keygen(int argc, char **argv);
 
 /* Print "syncrep <cmd>: <msg>" to stderr and return 2 (usage error). */
 int sr__cli_usage_error(const char *cmd, const char *fmt, ...)

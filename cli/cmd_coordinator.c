@@ -42,6 +42,10 @@ static const char usage_text[] =
     "                                touched it (default) or by R\n"
     "  --nonfinite reject|allow      refuse gradients with NaN/Inf (default reject)\n"
     "  --grace-ms MS                 on SIGINT/SIGTERM, time to finish the step (2000)\n"
+    "  --curve-secret-key-file F     CURVE: encrypt and authenticate (syncrep keygen)\n"
+    "  --authorized-keys FILE        CURVE: client public keys admitted, one a line\n"
+    "  --max-message-mib M           largest message frame accepted (64; at least the\n"
+    "                                largest stored variable + 1 MiB)\n"
     "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n";
 
 static int
@@ -129,6 +133,13 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--nonfinite") == 0) {
             bad = strcmp(val, "reject") != 0 && strcmp(val, "allow") != 0;
             o.nonfinite_allow = strcmp(val, "allow") == 0;
+        } else if (strcmp(a, "--curve-secret-key-file") == 0) {
+            o.curve_secret_key_file = val;
+        } else if (strcmp(a, "--authorized-keys") == 0) {
+            o.authorized_keys = val;
+        } else if (strcmp(a, "--max-message-mib") == 0) {
+            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            o.max_message_bytes = (uint64_t)v << 20;
         } else if (strcmp(a, "--grace-ms") == 0) {
             bad = sr__cli_parse_i64(val, 0, 3600000, &v);
             o.grace_ms = (int)v;
@@ -156,6 +167,10 @@ sr__cli_coordinator(int argc, char **argv)
     }
     if (o.N < 0) {
         o.N = o.R;
+    }
+    if ((o.curve_secret_key_file == NULL) != (o.authorized_keys == NULL)) {
+        return sr__cli_usage_error("coordinator", "--curve-secret-key-file and --authorized-keys "
+                                                  "go together");
     }
     int k = o.init_tokens >= 0 ? o.init_tokens : o.R;
     if (k < o.R - o.N) {

@@ -18,6 +18,7 @@ static const struct {
     {"chaos", sr__chaos_main, "kill and restart a real job at random; verify nothing was lost"},
     {"chaos-worker", sr__chaos_worker_cli, "the chaos harness's deterministic worker"},
     {"status", sr__cli_status, "ask a running coordinator for its state"},
+    {"keygen", sr__cli_keygen, "write a CURVE key pair (OUT.public, OUT.secret)"},
     {"store", sr__cli_store, "inspect, verify or export a store (inspect|verify|export)"},
 };
 

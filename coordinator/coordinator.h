@@ -19,15 +19,19 @@ typedef struct {
     int         N;           /* total replicas (default R) */
     int         init_tokens; /* tokens when the model becomes ready; -1 = R */
     sr_optim    optim;
-    int         checkpoint_every;  /* commit every k steps; 0 = only at shutdown */
-    int         keep_checkpoints;  /* retained restorable steps */
-    int64_t     resume_from_step;  /* -1 = latest; else rewind to this retained step */
-    int         step_log;          /* record contributors of every step */
-    int         sync_normal;       /* synchronous=NORMAL instead of FULL */
-    int         nonfinite_allow;   /* accept NaN/Inf gradients */
-    int         grace_ms;          /* SIGINT/SIGTERM: time to finish the step */
-    int         log_interval_ms;   /* step-rate log period */
-    int         worker_timeout_ms; /* a worker not heard from this long has left */
+    int         checkpoint_every;      /* commit every k steps; 0 = only at shutdown */
+    int         keep_checkpoints;      /* retained restorable steps */
+    int64_t     resume_from_step;      /* -1 = latest; else rewind to this retained step */
+    int         step_log;              /* record contributors of every step */
+    int         sync_normal;           /* synchronous=NORMAL instead of FULL */
+    int         nonfinite_allow;       /* accept NaN/Inf gradients */
+    int         grace_ms;              /* SIGINT/SIGTERM: time to finish the step */
+    int         log_interval_ms;       /* step-rate log period */
+    int         worker_timeout_ms;     /* a worker not heard from this long has left */
+    const char *curve_secret_key_file; /* CURVE on when set (with authorized_keys) */
+    const char *authorized_keys;       /* client public keys admitted */
+    uint64_t    max_message_bytes;     /* ZMQ_MAXMSGSIZE floor; the largest variable plus
+                                          headroom is always allowed */
 } sr_coord_opts;
 
 /* Defaults for everything but store_path, R and optim.lr. */

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 #include "core/clock.h"
 #include "core/dtype.h"
@@ -35,6 +36,7 @@
 
 #define MAX_PARTS        8    /* routing id + header + at most 3 body frames, with room */
 #define PARKED_EXPIRE_MS 3500 /* clients re-send TOKEN every second while they wait */
+#define SR_COORD_RCVHWM  64   /* queued messages per peer: bounds a flooder's memory */
 
 typedef struct cvar {
     sr_store_var meta;
@@ -75,6 +77,7 @@ typedef struct coord {
     const sr_coord_opts *o;
     sr_store            *st;
     void                *ctx, *sock;
+    sr_auth             *auth; /* CURVE, or NULL */
     uint64_t             incarnation;
     int64_t              global_step;
     int64_t              committed_step;
@@ -98,6 +101,8 @@ typedef struct coord {
     uint64_t             malformed;
     int64_t              last_malformed_log_ms;
     double               steps_per_s;
+    void                *scratch[2]; /* aligned copies of small, misaligned frames */
+    size_t               scratch_cap[2];
 } coord;
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -173,6 +178,31 @@ touch_worker(coord *c, int32_t task, int64_t local_step)
         }
         w->last_seen_wall_ms = sr_clock_wall_ms();
     }
+}
+
+/* A frame's data, 8-byte aligned.  ZeroMQ keeps very small messages inside
+ * zmq_msg_t itself, at addresses with no alignment promise; reading doubles
+ * or int64s there is undefined behaviour, so those few bytes are copied.
+ * Large frames are malloc'd and used in place. NULL when out of memory. */
+static const void *
+aligned_frame(coord *c, zmq_msg_t *m, int which)
+{
+    void  *p = zmq_msg_data(m);
+    size_t n = zmq_msg_size(m);
+
+    if (((uintptr_t)p & 7u) == 0) {
+        return p;
+    }
+    if (c->scratch_cap[which] < n) {
+        void *q = realloc(c->scratch[which], n);
+        if (q == NULL) {
+            return NULL;
+        }
+        c->scratch[which] = q;
+        c->scratch_cap[which] = n;
+    }
+    memcpy(c->scratch[which], p, n);
+    return c->scratch[which];
 }
 
 /* ---- replies ------------------------------------------------------------ */
@@ -941,17 +971,20 @@ handle_push_sparse(coord *c, req_ctx *r)
                   zmq_msg_size(&r->body[2]));
         return;
     }
-    /* Indices travel little-endian; this host is little-endian (checked at
-     * build time in wire/), and ZeroMQ frames are suitably aligned for int64. */
-    const int64_t *idx = zmq_msg_data(&r->body[1]);
-    if (!c->o->nonfinite_allow &&
-        sr__nonfinite(v->meta.dtype, zmq_msg_data(&r->body[2]), p.count * v->acc.row_elems)) {
+    /* Indices travel little-endian, as this host stores them (a big-endian
+     * build stops at the static assertion in wire/wire.c). */
+    const int64_t *idx = aligned_frame(c, &r->body[1], 0);
+    const void    *rows = aligned_frame(c, &r->body[2], 1);
+    if (idx == NULL || rows == NULL) {
+        REPLY_ERR(r, SR_ENOMEM, "push_sparse %s: no memory to align the frames", p.name);
+        return;
+    }
+    if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, rows, p.count * v->acc.row_elems)) {
         r->cl->errors++;
         REPLY_ERR(r, SR_ENONFINITE, "push_sparse %s: gradient contains NaN or Inf", p.name);
         return;
     }
-    rc = sr__accum_push_sparse(&v->acc, idx, zmq_msg_data(&r->body[2]), p.count, r->h.local_step,
-                               r->h.task_index, &out);
+    rc = sr__accum_push_sparse(&v->acc, idx, rows, p.count, r->h.local_step, r->h.task_index, &out);
     if (rc != SR_OK) {
         REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
         return;
@@ -1265,10 +1298,26 @@ coord_start(coord *c)
     return SR_OK;
 }
 
+/* 1 for endpoints only this machine can reach. */
+static int
+is_local_endpoint(const char *ep)
+{
+    static const char *const local[] = {"ipc://",           "inproc://",    "tcp://127.",
+                                        "tcp://localhost:", "tcp://[::1]:", "tcp://lo:"};
+    for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++) {
+        if (strncmp(ep, local[i], strlen(local[i])) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static sr_err
 open_socket(coord *c)
 {
-    int one = 1, zero = 0, hwm = 10000;
+    int     one = 1, zero = 0, hwm = SR_COORD_RCVHWM;
+    int64_t maxmsg = (int64_t)c->o->max_message_bytes;
+    sr_err  rc;
 
     if ((c->ctx = zmq_ctx_new()) == NULL || (c->sock = zmq_socket(c->ctx, ZMQ_ROUTER)) == NULL) {
         return sr_fail(SR_EMSG, "zmq socket: %s", zmq_strerror(errno));
@@ -1277,13 +1326,33 @@ open_socket(coord *c)
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm));
     zmq_setsockopt(c->sock, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+    /* A frame may hold the largest variable plus its descriptor. */
+    for (size_t i = 0; i < c->nvars; i++) {
+        if ((int64_t)c->vars[i].meta.nbytes + (1 << 20) > maxmsg) {
+            maxmsg = (int64_t)c->vars[i].meta.nbytes + (1 << 20);
+        }
+    }
+    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+    if (c->o->curve_secret_key_file != NULL) {
+        rc = sr__auth_open(c->ctx, c->sock, c->o->curve_secret_key_file, c->o->authorized_keys,
+                           &c->auth);
+        if (rc != SR_OK) {
+            return rc;
+        }
+    } else if (!is_local_endpoint(c->o->bind)) {
+        SR_LOG(SR_LOG_WARN, "COORD-PLAINTEXT",
+               "binding %s without CURVE: anyone who can reach it can change the model "
+               "(see --curve-secret-key-file, docs/security.md)",
+               c->o->bind);
+    }
     if (zmq_bind(c->sock, c->o->bind) != 0) {
         return sr_fail(SR_EMSG, "bind %s: %s", c->o->bind, zmq_strerror(errno));
     }
     char   ep[256];
     size_t len = sizeof(ep);
     if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, ep, &len) == 0) {
-        SR_LOG(SR_LOG_NOTICE, "COORD-BIND", "endpoint=%s", ep);
+        SR_LOG(SR_LOG_NOTICE, "COORD-BIND", "endpoint=%s curve=%s max_message_bytes=%" PRId64, ep,
+               c->auth ? "on" : "off", maxmsg);
     }
     return SR_OK;
 }
@@ -1397,6 +1466,7 @@ sr_coord_opts_default(sr_coord_opts *o)
     o->grace_ms = 2000;
     o->log_interval_ms = 5000;
     o->worker_timeout_ms = 10000;
+    o->max_message_bytes = 64u << 20;
 }
 
 static void
@@ -1409,7 +1479,10 @@ coord_free(coord *c)
     free(c->clients);
     free(c->workers);
     free(c->log);
+    free(c->scratch[0]);
+    free(c->scratch[1]);
     sr__tokens_destroy(&c->tokens);
+    sr__auth_close(c->auth);
     if (c->sock != NULL) {
         zmq_close(c->sock);
     }
@@ -1450,7 +1523,8 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
     c.last_rate_ms = sr_clock_now_ms();
     c.last_rate_step = c.global_step;
     for (;;) {
-        zmq_pollitem_t it = {c.sock, 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t it[3] = {{c.sock, 0, ZMQ_POLLIN, 0}};
+        int            nit = 1 + sr__auth_pollitems(c.auth, &it[1]);
         int            handled = 0;
 
         if (*stop && !draining) {
@@ -1462,10 +1536,11 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         if (draining && (!step_in_progress(&c) || sr_clock_now_ms() >= drain_deadline)) {
             break;
         }
-        if (zmq_poll(&it, 1, 100) < 0 && errno != EINTR) {
+        if (zmq_poll(it, nit, 100) < 0 && errno != EINTR) {
             rc = sr_fail(SR_EMSG, "zmq_poll: %s", zmq_strerror(errno));
             break;
         }
+        sr__auth_handle(c.auth);
         /* Drain what is queued before the periodic work, in bounded batches. */
         while (handled < 256 && recv_one(&c)) {
             handled++;

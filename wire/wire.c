@@ -27,6 +27,9 @@ enum {
     HDR_LOCAL_STEP = 40,
     HDR_SEQ = 48,
 };
+/* Tensor frames and sparse row indices travel as raw little-endian bytes:
+ * syncrep runs only on little-endian hosts. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "syncrep needs a little-endian host");
 _Static_assert(HDR_SEQ + 8 == SR_WIRE_HEADER_BYTES, "header fields must fill 56 bytes");
 
 /* Sizes of the fixed-size bodies. */

@@ -353,8 +353,25 @@ sr_client_open(sr_client **out, const sr_client_options *opts)
     if (out == NULL || opts == NULL || opts->endpoint == NULL || opts->task_index < 0) {
         return sr_fail(SR_EINVAL, "sr_client_open: NULL options, endpoint or negative task");
     }
-    if (opts->server_public_key != NULL || opts->public_key != NULL || opts->secret_key != NULL) {
-        return sr_fail(SR_ENOTSUP, "sr_client_open: CURVE keys are not supported yet");
+    int ncurve =
+        (opts->server_public_key != NULL) + (opts->public_key != NULL) + (opts->secret_key != NULL);
+    if (ncurve != 0 && ncurve != 3) {
+        return sr_fail(SR_EINVAL, "sr_client_open: CURVE needs server_public_key, public_key "
+                                  "and secret_key together");
+    }
+    if (ncurve == 3) {
+        const char *const keys[3] = {opts->server_public_key, opts->public_key, opts->secret_key};
+        const char *const names[3] = {"server_public_key", "public_key", "secret_key"};
+        for (int i = 0; i < 3; i++) {
+            uint8_t bin[32];
+            if (strlen(keys[i]) != 40 || zmq_z85_decode(bin, keys[i]) == NULL) {
+                return sr_fail(SR_EINVAL, "sr_client_open: %s is not a 40-character Z85 key",
+                               names[i]);
+            }
+        }
+        if (!zmq_has("curve")) {
+            return sr_fail(SR_ENOTSUP, "sr_client_open: this libzmq has no CURVE support");
+        }
     }
     if ((c = calloc(1, sizeof(*c))) == NULL) {
         return sr_fail(SR_ENOMEM, "sr_client_open");
@@ -375,6 +392,13 @@ sr_client_open(sr_client **out, const sr_client_options *opts)
     zmq_setsockopt(c->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
     zmq_setsockopt(c->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max));
     zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof(sndtimeo));
+    if (opts->server_public_key != NULL &&
+        (zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, opts->server_public_key, 40) != 0 ||
+         zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, opts->public_key, 40) != 0 ||
+         zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, opts->secret_key, 40) != 0)) {
+        rc = sr_fail(SR_EINVAL, "CURVE keys: %s", zmq_strerror(errno));
+        goto fail;
+    }
     if (zmq_connect(c->sock, c->endpoint) != 0) {
         rc = sr_fail(SR_EINVAL, "connect %s: %s", c->endpoint, zmq_strerror(errno));
         goto fail;

@@ -1,0 +1,169 @@
+/*
+ * CURVE: `syncrep keygen` writes usable key pairs; with CURVE on, a client
+ * with a listed key trains, while a plaintext client, a client with an
+ * unlisted key and a client with a wrong server key are all refused, each
+ * refusal logged once (rate-limited) and none with an effect on the model.
+ */
+#include "sr_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+#include "syncrep/syncrep.h"
+
+typedef struct {
+    char pub[41];
+    char sec[41];
+} keypair;
+
+static void
+keygen(sr_harness *h, const char *name, keypair *k)
+{
+    char        cmd[1200], path[1100];
+    FILE       *f;
+    struct stat sb;
+
+    snprintf(cmd, sizeof(cmd), "%s keygen %s/%s > /dev/null", sr_test_syncrep_bin(), h->dir, name);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof(path), "%s/%s.secret", h->dir, name);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(k->sec, sizeof(k->sec), f));
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/%s.public", h->dir, name);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(k->pub, sizeof(k->pub), f));
+    fclose(f);
+    assert_int_equal(strlen(k->pub), 40);
+    assert_int_equal(strlen(k->sec), 40);
+    /* keygen refuses to overwrite a key */
+    assert_int_not_equal(system(cmd), 0);
+}
+
+static int
+open_client(sr_harness *h, int task, const char *server_pub, const keypair *k, int timeout_ms,
+            sr_client **out)
+{
+    sr_client_options o;
+    memset(&o, 0, sizeof(o));
+    o.endpoint = h->endpoint;
+    o.task_index = task;
+    o.timeout_ms = timeout_ms;
+    if (k != NULL) {
+        o.server_public_key = server_pub;
+        o.public_key = k->pub;
+        o.secret_key = k->sec;
+    }
+    return sr_client_open(out, &o);
+}
+
+static int
+count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char  line[2048];
+    int   n = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        n += strstr(line, needle) != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return n;
+}
+
+static void
+test_security_curve_admits_listed_refuses_others(void **state)
+{
+    sr_harness   h;
+    keypair      server, client, intruder, fake_server;
+    sr_client   *c = NULL, *bad = NULL;
+    char         keys[1100], secret[1100];
+    const double x0 = 5.0, g = 1.0;
+    double       x;
+    FILE        *f;
+    (void)state;
+
+    sr_harness_init(&h, "curve");
+    keygen(&h, "server", &server);
+    keygen(&h, "client", &client);
+    keygen(&h, "intruder", &intruder);
+    keygen(&h, "fake", &fake_server);
+    snprintf(keys, sizeof(keys), "%s/authorized", h.dir);
+    f = fopen(keys, "w");
+    fprintf(f, "# the one training client\n%s\n", client.pub);
+    fclose(f);
+    snprintf(secret, sizeof(secret), "%s/server.secret", h.dir);
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
+                     "--curve-secret-key-file", secret, "--authorized-keys", keys, NULL);
+
+    assert_sr_ok(open_client(&h, 0, server.pub, &client, 20000, &c));
+    assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
+    assert_sr_ok(sr_client_ready(c));
+    assert_sr_ok(sr_client_push(c, "x", &g, sizeof(g)));
+
+    /* Plaintext, an unlisted key, a wrong server key: no answer at all. */
+    assert_sr_err(open_client(&h, 1, NULL, NULL, 1500, &bad), SR_ETIMEDOUT);
+    assert_sr_err(open_client(&h, 1, server.pub, &intruder, 1500, &bad), SR_ETIMEDOUT);
+    assert_sr_err(open_client(&h, 1, fake_server.pub, &client, 1500, &bad), SR_ETIMEDOUT);
+    /* Malformed keys are refused by the client before any connection. */
+    keypair shortk = client;
+    shortk.pub[10] = '\0';
+    assert_sr_err(open_client(&h, 1, server.pub, &shortk, 1500, &bad), SR_EINVAL);
+
+    /* The model saw only the listed client: one step of x -= 1. */
+    assert_sr_ok(sr_client_pull(c, "x", &x, sizeof(x)));
+    assert_true(x == 4.0);
+    sr_client_close(c);
+    assert_int_equal(sr_harness_stop(&h), 0);
+
+    /* Each refused peer is logged once, however often it retried. */
+    assert_int_equal(count_lines(h.log, intruder.pub), 1);
+    assert_true(count_lines(h.log, "COORD-AUTH-REFUSED") >= 2);
+    assert_int_equal(count_lines(h.log, "curve=on"), 1);
+    sr_harness_fini(&h);
+}
+
+static void
+test_security_bad_key_files_refuse_to_start(void **state)
+{
+    sr_harness h;
+    char       keys[1100], cmd[4000];
+    FILE      *f;
+    (void)state;
+
+    sr_harness_init(&h, "curvebad");
+    snprintf(keys, sizeof(keys), "%s/keys", h.dir);
+    f = fopen(keys, "w");
+    fprintf(f, "not-a-key\n");
+    fclose(f);
+    snprintf(cmd, sizeof(cmd),
+             "%s coordinator --store %s --bind %s --replicas-to-aggregate 1 --learning-rate 1 "
+             "--curve-secret-key-file %s --authorized-keys %s 2>/dev/null",
+             sr_test_syncrep_bin(), h.store, h.endpoint, keys, keys);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 1);
+    /* One of the pair alone is a usage error. */
+    snprintf(cmd, sizeof(cmd),
+             "%s coordinator --store %s --replicas-to-aggregate 1 --learning-rate 1 "
+             "--authorized-keys %s 2>/dev/null",
+             sr_test_syncrep_bin(), h.store, keys);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    sr_harness_fini(&h);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_security_curve_admits_listed_refuses_others),
+        cmocka_unit_test(test_security_bad_key_files_refuse_to_start),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
