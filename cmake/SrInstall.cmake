@@ -18,5 +18,9 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/syncrepConfigVersion.cmak
 install(FILES ${PROJECT_BINARY_DIR}/syncrepConfig.cmake
   ${PROJECT_BINARY_DIR}/syncrepConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/syncrep)
+set(SR_PC_PRIVATE_LIBS "")
+foreach(lib ${SR_GPU_LINK_LIBRARIES})
+  string(APPEND SR_PC_PRIVATE_LIBS " ${lib}")
+endforeach()
 configure_file(cmake/syncrep.pc.in ${PROJECT_BINARY_DIR}/syncrep.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/syncrep.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -409,7 +409,9 @@ sr_client_open(sr_client **out, const sr_client_options *opts)
     *out = c;
     return SR_OK;
 fail:
-    sr_fail(rc, "%s", c->err[0] ? c->err : sr_errdetail());
+    if (c->err[0] != '\0') {
+        sr_fail(rc, "%s", c->err); /* the thread's detail, for a caller without a handle */
+    }
     sr_client_close(c);
     return rc;
 }
