@@ -921,14 +921,18 @@ handle_push(coord *c, req_ctx *r)
                   zmq_msg_size(&r->body[1]), v->meta.nbytes);
         return;
     }
-    if (!c->o->nonfinite_allow &&
-        sr__nonfinite(v->meta.dtype, zmq_msg_data(&r->body[1]), v->acc.elems)) {
+    const void *grad = aligned_frame(c, &r->body[1], 0);
+    if (grad == NULL) {
+        REPLY_ERR(r, SR_ENOMEM, "push %s: no memory to align %zu bytes", p.name,
+                  zmq_msg_size(&r->body[1]));
+        return;
+    }
+    if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, grad, v->acc.elems)) {
         r->cl->errors++;
         REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", p.name);
         return;
     }
-    rc = sr__accum_push_dense(&v->acc, zmq_msg_data(&r->body[1]), r->h.local_step, r->h.task_index,
-                              &out);
+    rc = sr__accum_push_dense(&v->acc, grad, r->h.local_step, r->h.task_index, &out);
     if (rc != SR_OK) {
         REPLY_ERR(r, rc, "push %s: %s", p.name, sr_errdetail());
         return;
