@@ -70,6 +70,7 @@ typedef struct {
     uint64_t seed;
     int      targets[3];
     int      resize[16], nresize;
+    int      print_plan; /* --print-plan: print the schedule and exit */
     char     out[PATH_MAX];
     char     store[PATH_MAX + 16], endpoint[PATH_MAX + 32], self[PATH_MAX];
     sr_optim optim;
@@ -800,12 +801,13 @@ static const char usage_text[] =
     "                     --duration SECONDS --seed S [--kill-every SECONDS]\n"
     "                     [--targets coordinator,chief,worker] [--resize 4,3,5]\n"
     "                     [--checkpoint-every-steps K] [--optimizer sgd|momentum|adam]\n"
-    "                     [--out DIR]\n"
+    "                     [--out DIR] [--print-plan]\n"
     "\n"
     "Runs a real coordinator and N real workers of a deterministic model, kills and\n"
     "restarts them on a schedule drawn from the seed, then verifies from the store:\n"
     "replay (bit for bit), strictness, exactly R, no lost commits, liveness.\n"
-    "Writes DIR/report.json and DIR/timeline.svg; exit 0 only if all hold.\n";
+    "Writes DIR/report.json and DIR/timeline.svg; exit 0 only if all hold.\n"
+    "--print-plan prints the fault schedule the seed gives, and runs nothing.\n";
 
 static int
 parse_list(const char *s, int *out, int max)
@@ -854,6 +856,10 @@ parse_args(chaos *c, int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage_text, stdout);
             return 1;
+        }
+        if (strcmp(a, "--print-plan") == 0) {
+            c->print_plan = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             return sr__cli_usage_error("chaos", "%s needs a value", a);
@@ -952,6 +958,17 @@ sr__chaos_main(int argc, char **argv)
         return 1;
     }
     c->self[n] = '\0';
+    if (c->print_plan) {
+        make_plan(c);
+        for (int i = 0; i < c->nplan; i++) {
+            const fault *f = &c->plan[i];
+            printf("%8.3f %-11s task %-2d %-4s down %.3f resize %d resume %d\n", f->t,
+                   role_name[f->role], f->task, f->action == ACT_STOP ? "stop" : "kill", f->down_s,
+                   f->resize_to, f->resume);
+        }
+        free(c);
+        return 0;
+    }
     if (mkdir(c->out, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "syncrep chaos: mkdir %s: %s\n", c->out, strerror(errno));
         free(c);

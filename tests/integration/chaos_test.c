@@ -204,10 +204,47 @@ test_chaos_verifier_catches_each_corruption(void **state)
     free(run_dir);
 }
 
+static char *
+plan(const char *seed)
+{
+    char  cmd[1024];
+    FILE *p;
+    char *out = calloc(1, 65536);
+    snprintf(cmd, sizeof(cmd),
+             "%s chaos --workers 4 --replicas-to-aggregate 4 --duration 60 --kill-every 1 "
+             "--resize 4,3,5 --seed %s --print-plan",
+             sr_test_syncrep_bin(), seed);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, 65535, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    return out;
+}
+
+static void
+test_chaos_same_seed_same_schedule(void **state)
+{
+    (void)state;
+    char *a = plan("42"), *b = plan("42"), *c = plan("43");
+    assert_true(strlen(a) > 0);
+    assert_string_equal(a, b);
+    assert_true(strcmp(a, c) != 0);
+    /* all three roles, a resize and the one rewind are in a 60 s plan */
+    assert_non_null(strstr(a, "coordinator"));
+    assert_non_null(strstr(a, "chief"));
+    assert_non_null(strstr(a, "worker "));
+    assert_non_null(strstr(a, "resume 1"));
+    free(a);
+    free(b);
+    free(c);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chaos_same_seed_same_schedule),
         cmocka_unit_test(test_chaos_30s_all_roles_resize_passes),
         cmocka_unit_test(test_chaos_verifier_catches_each_corruption),
         cmocka_unit_test(test_chaos_checkpoint_every_5_passes),
