@@ -34,9 +34,10 @@
 #include "store/store.h"
 #include "wire/wire.h"
 
-#define MAX_PARTS        8    /* routing id + header + at most 3 body frames, with room */
-#define PARKED_EXPIRE_MS 3500 /* clients re-send TOKEN every second while they wait */
-#define SR_COORD_RCVHWM  64   /* queued messages per peer: bounds a flooder's memory */
+#define MAX_PARTS              8     /* routing id + header + at most 3 body frames, with room */
+#define PARKED_EXPIRE_MS       3500  /* clients re-send TOKEN every second while they wait */
+#define SR_COORD_RCVHWM        64    /* queued messages per peer: bounds a flooder's memory */
+#define SR_COORD_MAX_VARIABLES 65536 /* declared variables (docs/security.md) */
 
 typedef struct cvar {
     sr_store_var meta;
@@ -727,6 +728,11 @@ handle_declare(coord *c, req_ctx *r)
             return;
         }
         send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
+        return;
+    }
+    if (c->nvars >= SR_COORD_MAX_VARIABLES) {
+        REPLY_ERR(r, SR_EINVAL, "declare %s: the model already has %d variables, the limit", d.name,
+                  SR_COORD_MAX_VARIABLES);
         return;
     }
     if (r->h.task_index != 0 || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY)) {

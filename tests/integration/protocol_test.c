@@ -399,6 +399,151 @@ test_protocol_status_reports_workers_and_counts(void **state)
     sr_harness_fini(&h);
 }
 
+/* ---- a hostile client while two honest workers train ------------------ */
+
+#define HX_N    4
+#define HX_LR   0.25
+#define HX_STEP 40
+
+typedef struct {
+    sr_client *c;
+    int        rc;
+} honest;
+
+static const double hx_target[HX_N] = {1.0, -2.0, 0.5, 3.0};
+
+/* Both workers compute the same gradient x - target from the same x, so the
+ * result is the same whichever of them the accumulator takes. */
+static void *
+honest_loop(void *arg)
+{
+    honest *w = arg;
+    double  x[HX_N], g[HX_N];
+    while (w->rc == 0 && sr_client_local_step(w->c) < HX_STEP) {
+        if ((w->rc = sr_client_pull(w->c, "x", x, sizeof(x))) != 0) {
+            break;
+        }
+        for (int i = 0; i < HX_N; i++) {
+            g[i] = x[i] - hx_target[i];
+        }
+        if ((w->rc = sr_client_push(w->c, "x", g, sizeof(g))) != 0) {
+            break;
+        }
+        w->rc = sr_client_step(w->c);
+    }
+    return NULL;
+}
+
+typedef struct {
+    const char  *endpoint;
+    volatile int stop;
+    long         sent;
+} hostile;
+
+/* Every class of bad message, over and over, without ever waiting. */
+static void *
+hostile_loop(void *arg)
+{
+    hostile         *h = arg;
+    raw              r;
+    const double     nan_g[HX_N] = {0, 0.0 / 0.0, 0, 0};
+    const double     short_g[2] = {1, 1};
+    const float      f32[HX_N] = {1, 1, 1, 1};
+    const int64_t    big_idx[1] = {1 << 20};
+    const double     row[HX_N] = {1, 1, 1, 1};
+    sr_wire_pushdesc pd;
+    uint8_t          pdb[SR_WIRE_BODY_MAX];
+
+    raw_open(&r, h->endpoint, 0x6666);
+    raw_hello(&r, 1);
+    while (!h->stop) {
+        const void *junk[1] = {"\xff\xfe garbage that is not a header at all....."};
+        size_t      jl[1] = {40};
+        raw_send_frames(&r, junk, jl, 1);
+        raw_send(&r, 77, 1, 0, 0, NULL, NULL, 0); /* unknown type */
+        raw_push(&r, 1, "nope", SR_FLOAT64, row, sizeof(row), 0, 0);
+        raw_push(&r, 1, "x", SR_FLOAT32, f32, sizeof(f32), 0, 0);
+        raw_push(&r, 1, "x", SR_FLOAT64, short_g, sizeof(short_g), 0, 0);
+        raw_push(&r, 1, "x", SR_FLOAT64, nan_g, sizeof(nan_g), 0, 0);
+        raw_push(&r, 1, "n", SR_INT64, big_idx, sizeof(big_idx), 0, 0);
+        memset(&pd, 0, sizeof(pd));
+        snprintf(pd.name, sizeof(pd.name), "x");
+        pd.dtype = SR_FLOAT64;
+        pd.count = 1;
+        const void *sb[3] = {pdb, big_idx, row};
+        size_t      sl[3] = {sr_wire_pushdesc_encode(&pd, pdb, sizeof(pdb)), 8, 8};
+        raw_send(&r, SR_MSG_PUSH_SPARSE, 1, 0, 0, sb, sl, 3); /* a scalar has no rows */
+        r.incarnation += 1000;
+        raw_push(&r, 1, "x", SR_FLOAT64, row, sizeof(row), 0, 0); /* another incarnation */
+        r.incarnation -= 1000;
+        h->sent += 9;
+        /* drain the answers so the socket never blocks */
+        while (raw_recv(&r, 0) == 0) {
+        }
+    }
+    raw_close(&r);
+    return NULL;
+}
+
+static void
+test_protocol_hostile_client_during_training_changes_nothing(void **state)
+{
+    sr_harness    h;
+    honest        w[2];
+    hostile       bad = {0};
+    pthread_t     tw[2], th;
+    const double  x0[HX_N] = {0, 0, 0, 0};
+    const int64_t n0 = 0, shape[1] = {HX_N};
+    double        x[HX_N], want[HX_N];
+    int64_t       gs;
+    (void)state;
+
+    sr_harness_init(&h, "hostile");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.25", NULL);
+    for (int i = 0; i < 2; i++) {
+        w[i].rc = 0;
+        w[i].c = sr_harness_client(&h, i);
+        assert_sr_ok(sr_client_declare(w[i].c, "x", SR_FLOAT64, 1, shape, i == 0 ? x0 : NULL));
+        if (i == 0) {
+            assert_sr_ok(sr_client_declare(w[i].c, "n", SR_INT64, 0, NULL, &n0));
+            assert_sr_ok(sr_client_ready(w[i].c));
+        }
+    }
+    assert_sr_ok(sr_client_ready(w[1].c));
+    bad.endpoint = h.endpoint;
+    assert_int_equal(pthread_create(&th, NULL, hostile_loop, &bad), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_create(&tw[i], NULL, honest_loop, &w[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(tw[i], NULL);
+        assert_sr_ok(w[i].rc);
+    }
+    bad.stop = 1;
+    pthread_join(th, NULL);
+    assert_true(bad.sent > 0);
+
+    /* The same as training without the hostile client: x_{s+1} = x_s - lr g_s. */
+    assert_sr_ok(sr_client_global_step(w[0].c, &gs));
+    assert_true(gs >= HX_STEP);
+    memcpy(want, x0, sizeof(want));
+    for (int64_t s = 0; s < gs; s++) {
+        for (int i = 0; i < HX_N; i++) {
+            double g = want[i] - hx_target[i];
+            double sum = g + g;
+            want[i] -= HX_LR * (sum / 2.0);
+        }
+    }
+    assert_sr_ok(sr_client_pull(w[0].c, "x", x, sizeof(x)));
+    assert_memory_equal(x, want, sizeof(x));
+    fprintf(stderr, "hostile messages sent: %ld, steps: %lld\n", bad.sent, (long long)gs);
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(w[i].c);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -407,6 +552,7 @@ main(void)
         cmocka_unit_test(test_protocol_parked_token_of_vanished_peer_not_lost),
         cmocka_unit_test(test_protocol_bad_messages_answered_and_change_nothing),
         cmocka_unit_test(test_protocol_status_reports_workers_and_counts),
+        cmocka_unit_test(test_protocol_hostile_client_during_training_changes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
