@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -39,9 +40,19 @@
 #define SR_COORD_RCVHWM        64    /* queued messages per peer: bounds a flooder's memory */
 #define SR_COORD_MAX_VARIABLES 65536 /* declared variables (docs/security.md) */
 
+/* A variable's value, shared with the pull replies in flight: ZeroMQ sends
+ * them from this memory and drops its reference from its I/O thread, so
+ * the count is atomic.  The loop writes only to a buffer nobody else holds
+ * (copy-on-write in value_for_write), so one pull never copies the value. */
+typedef struct vbuf {
+    atomic_int refs;
+    _Alignas(64) uint8_t data[];
+} vbuf;
+
 typedef struct cvar {
     sr_store_var meta;
-    void        *value;
+    void        *value; /* vb->data */
+    vbuf        *vb;
     void        *s1, *s2, *ema; /* optimizer slots and EMA shadow (NULL if unused) */
     sr_accum     acc;           /* trainable only */
     int          has_acc;
@@ -124,6 +135,52 @@ grow_array(void *p, size_t *cap, size_t need, size_t elem)
     }
     *cap = nc;
     return q;
+}
+
+static vbuf *
+vbuf_new(size_t bytes)
+{
+    size_t total = (sizeof(vbuf) + bytes + 63) & ~(size_t)63;
+    vbuf  *b = aligned_alloc(64, total);
+    if (b != NULL) {
+        atomic_init(&b->refs, 1);
+    }
+    return b;
+}
+
+static void
+vbuf_release(vbuf *b)
+{
+    if (b != NULL && atomic_fetch_sub(&b->refs, 1) == 1) {
+        free(b);
+    }
+}
+
+/* zmq_msg_init_data's free function: a pull reply has been sent. */
+static void
+vbuf_msg_free(void *data, void *hint)
+{
+    (void)data;
+    vbuf_release(hint);
+}
+
+/* Make v->value safe to write: copy it first if a pull reply still reads it. */
+static sr_err
+value_for_write(cvar *v)
+{
+    vbuf *b;
+
+    if (atomic_load(&v->vb->refs) == 1) {
+        return SR_OK;
+    }
+    if ((b = vbuf_new((size_t)v->meta.nbytes)) == NULL) {
+        return sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes", v->meta.name, v->meta.nbytes);
+    }
+    memcpy(b->data, v->vb->data, (size_t)v->meta.nbytes);
+    vbuf_release(v->vb);
+    v->vb = b;
+    v->value = b->data;
+    return SR_OK;
 }
 
 static cvar *
@@ -315,7 +372,7 @@ chunk_layout(coord *c, cvar *v)
 static void
 free_var(cvar *v)
 {
-    free(v->value);
+    vbuf_release(v->vb);
     free(v->s1);
     free(v->s2);
     free(v->ema);
@@ -325,9 +382,10 @@ free_var(cvar *v)
     }
 }
 
-/* Add a variable to the in-memory model; `value` is adopted on success. */
+/* Add a variable to the in-memory model with its value in `vb` (adopted
+ * on success). */
 static sr_err
-add_var(coord *c, const sr_store_var *meta, void *value, int load_slots)
+add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots)
 {
     cvar  *v;
     sr_err rc;
@@ -340,7 +398,8 @@ add_var(coord *c, const sr_store_var *meta, void *value, int load_slots)
     v = &c->vars[c->nvars];
     memset(v, 0, sizeof(*v));
     v->meta = *meta;
-    v->value = value;
+    v->vb = vb;
+    v->value = vb->data;
     if ((rc = chunk_layout(c, v)) != SR_OK || (rc = alloc_slots(c, v)) != SR_OK) {
         goto fail;
     }
@@ -368,7 +427,7 @@ add_var(coord *c, const sr_store_var *meta, void *value, int load_slots)
     c->nvars++;
     return SR_OK;
 fail:
-    v->value = NULL; /* still the caller's */
+    v->vb = NULL; /* still the caller's */
     free_var(v);
     return rc;
 }
@@ -384,18 +443,18 @@ load_model(coord *c)
         return rc;
     }
     for (size_t i = 0; i < n; i++) {
-        void *value = malloc(metas[i].nbytes ? (size_t)metas[i].nbytes : 1);
-        if (value == NULL) {
+        vbuf *vb = vbuf_new((size_t)metas[i].nbytes);
+        if (vb == NULL) {
             rc = sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes", metas[i].name,
                          metas[i].nbytes);
             break;
         }
-        rc = sr_store_read_tensor(c->st, metas[i].id, "", -1, value, (size_t)metas[i].nbytes);
+        rc = sr_store_read_tensor(c->st, metas[i].id, "", -1, vb->data, (size_t)metas[i].nbytes);
         if (rc == SR_OK) {
-            rc = add_var(c, &metas[i], value, 1);
+            rc = add_var(c, &metas[i], vb, 1);
         }
         if (rc != SR_OK) {
-            free(value);
+            vbuf_release(vb);
             break;
         }
     }
@@ -567,6 +626,14 @@ apply_step(coord *c)
         if (!v->has_acc) {
             continue;
         }
+        if (value_for_write(v) != SR_OK) {
+            /* Out of memory while pull replies still read the value: give
+             * ZeroMQ a moment to finish sending them before writing. */
+            SR_LOG(SR_LOG_ERR, "COORD-APPLY-WAIT", "%s", sr_errdetail());
+            for (int k = 0; k < 1000 && atomic_load(&v->vb->refs) > 1; k++) {
+                sr_clock_sleep_ms(1);
+            }
+        }
         sr__optim_apply_accum(&c->o->optim, t, &v->acc, v->value, v->s1, v->s2, v->dirty,
                               v->chunk_elems);
         if (v->ema != NULL) {
@@ -643,7 +710,7 @@ serve_parked(coord *c)
 
 /* ---- message handlers --------------------------------------------------- */
 
-typedef struct {
+typedef struct req_ctx {
     const uint8_t *rid;
     size_t         rid_len;
     sr_wire_header h;
@@ -651,6 +718,10 @@ typedef struct {
     int            nbody;
     client        *cl;
 } req_ctx;
+
+/* The PULL reply: a descriptor frame, then the value itself, sent from the
+ * variable's buffer (no copy); the buffer stays alive until ZeroMQ is done. */
+static void send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v);
 
 #define REPLY_ERR(r, code, ...)                                       \
     do {                                                              \
@@ -750,24 +821,26 @@ handle_declare(coord *c, req_ctx *r)
         }
         init = zmq_msg_data(&r->body[1]);
     }
-    void *value = calloc(1, nbytes ? (size_t)nbytes : 1);
-    if (value == NULL) {
+    vbuf *vb = vbuf_new((size_t)nbytes);
+    if (vb == NULL) {
         REPLY_ERR(r, SR_ENOMEM, "variable %s: %" PRIu64 " bytes", d.name, nbytes);
         return;
     }
     if (init != NULL) {
-        memcpy(value, init, (size_t)nbytes);
+        memcpy(vb->data, init, (size_t)nbytes);
+    } else {
+        memset(vb->data, 0, (size_t)nbytes);
     }
-    sr_err rc = sr_store_declare(c->st, d.name, d.dtype, d.ndim, d.shape, trainable, value,
+    sr_err rc = sr_store_declare(c->st, d.name, d.dtype, d.ndim, d.shape, trainable, vb->data,
                                  (size_t)nbytes, &meta.id, NULL);
     if (rc == SR_OK) {
         rc = sr_store_find_var(c->st, d.name, &meta);
     }
     if (rc == SR_OK) {
-        rc = add_var(c, &meta, value, 0);
+        rc = add_var(c, &meta, vb, 0);
     }
     if (rc != SR_OK) {
-        free(value);
+        vbuf_release(vb);
         REPLY_ERR(r, rc, "declare %s: %s", d.name, sr_errdetail());
         return;
     }
@@ -836,9 +909,38 @@ handle_pull(coord *c, req_ctx *r)
     d.flags = v->meta.trainable ? 0 : 0x1;
     d.ndim = (uint8_t)v->meta.ndim;
     memcpy(d.shape, v->meta.shape, sizeof(d.shape));
-    frame f[2] = {{buf, sr_wire_vardesc_encode(&d, buf, sizeof(buf))},
-                  {v->value, (size_t)v->meta.nbytes}};
-    send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, f, 2);
+    frame f = {buf, sr_wire_vardesc_encode(&d, buf, sizeof(buf))};
+    send_reply_value(c, r, &f, v);
+}
+
+static void
+send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v)
+{
+    sr_wire_header h = r->h;
+    uint8_t        hb[SR_WIRE_HEADER_BYTES];
+    zmq_msg_t      m;
+
+    h.type = (uint8_t)(r->h.type | SR_WIRE_REPLY);
+    h.flags = 0;
+    h.incarnation = c->incarnation;
+    h.status = SR_OK;
+    h.local_step = c->global_step;
+    sr_wire_header_encode(&h, hb);
+    if (v->meta.nbytes == 0) {
+        zmq_msg_init(&m);
+    } else {
+        atomic_fetch_add(&v->vb->refs, 1);
+        if (zmq_msg_init_data(&m, v->value, (size_t)v->meta.nbytes, vbuf_msg_free, v->vb) != 0) {
+            vbuf_release(v->vb);
+            return;
+        }
+    }
+    if (zmq_send(c->sock, r->rid, r->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(c->sock, hb, sizeof(hb), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(c->sock, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_msg_send(&m, c->sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m); /* not sent: drops the reference */
+    }
 }
 
 static void
