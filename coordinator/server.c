@@ -74,6 +74,7 @@ typedef struct client {
     int      parked;
     uint64_t parked_req;
     uint64_t parked_order; /* FIFO among parked clients */
+    int      parked_want;  /* the parked TOKEN asked for the variables */
     int64_t  last_seen_ms; /* monotonic */
     int      gone;
     uint64_t accepted, stale, duplicate, errors;
@@ -663,21 +664,103 @@ apply_step(coord *c)
 
 /* ---- tokens ------------------------------------------------------------- */
 
+/* Append a zero-copy frame of v's value (ZMQ_SNDMORE unless last). */
 static int
-give_token(coord *c, client *cl, uint64_t req_id)
+send_value_frame(coord *c, cvar *v, int last)
 {
-    sr_wire_header h;
-    int64_t        v;
+    zmq_msg_t m;
+
+    if (v->meta.nbytes == 0) {
+        zmq_msg_init(&m);
+    } else {
+        atomic_fetch_add(&v->vb->refs, 1);
+        if (zmq_msg_init_data(&m, v->value, (size_t)v->meta.nbytes, vbuf_msg_free, v->vb) != 0) {
+            vbuf_release(v->vb);
+            return -1;
+        }
+    }
+    if (zmq_msg_send(&m, c->sock, (last ? 0 : ZMQ_SNDMORE) | ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m); /* not sent: drops the reference */
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether a TOKEN reply may carry the whole model (issue: one round trip per
+ * step for small models). */
+static int
+piggyback_ok(const coord *c)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < c->nvars; i++) {
+        total += c->vars[i].meta.nbytes;
+    }
+    return c->nvars > 0 && total <= c->o->piggyback_max_bytes;
+}
+
+static void
+encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f)
+{
+    sr_wire_vardesc d;
+
+    memset(&d, 0, sizeof(d));
+    memcpy(d.name, v->meta.name, sizeof(d.name));
+    d.dtype = (uint8_t)v->meta.dtype;
+    d.flags = v->meta.trainable ? 0 : SR_DECLARE_NOT_TRAINABLE;
+    d.ndim = (uint8_t)v->meta.ndim;
+    memcpy(d.shape, v->meta.shape, sizeof(d.shape));
+    f->data = buf;
+    f->len = sr_wire_vardesc_encode(&d, buf, cap);
+}
+
+/* The TOKEN reply: the token's value in the header; with `want` and a
+ * small model, the current variables after it. 0, or -1 if the peer is gone. */
+static int
+send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want)
+{
+    sr_wire_header   h;
+    sr_wire_vars_hdr vh = {c->global_step, (uint32_t)c->nvars};
+    uint8_t          hb[SR_WIRE_HEADER_BYTES], vb[16], db[SR_WIRE_BODY_MAX];
+    frame            f;
+    int              vars = want && piggyback_ok(c);
+
+    memset(&h, 0, sizeof(h));
+    h.type = SR_MSG_TOKEN | SR_WIRE_REPLY;
+    h.request_id = req_id;
+    h.incarnation = c->incarnation;
+    h.client_id = cl->client_id;
+    h.task_index = cl->task;
+    h.local_step = token;
+    sr_wire_header_encode(&h, hb);
+    if (zmq_send(c->sock, cl->rid, cl->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        return -1;
+    }
+    if (zmq_send(c->sock, hb, sizeof(hb), (vars ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+        return -1;
+    }
+    if (!vars) {
+        return 0;
+    }
+    /* The rest goes into the same pipe as the first frames: ZeroMQ delivers
+     * a multipart message whole or not at all. */
+    zmq_send(c->sock, vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb)), ZMQ_SNDMORE);
+    for (size_t i = 0; i < c->nvars; i++) {
+        encode_vardesc(&c->vars[i], db, sizeof(db), &f);
+        zmq_send(c->sock, f.data, f.len, ZMQ_SNDMORE);
+        send_value_frame(c, &c->vars[i], i + 1 == c->nvars);
+    }
+    return 0;
+}
+
+static int
+give_token(coord *c, client *cl, uint64_t req_id, int want)
+{
+    int64_t v;
 
     if (c->commit_pending || sr__tokens_take(&c->tokens, &v) != 0) {
         return -1;
     }
-    memset(&h, 0, sizeof(h));
-    h.type = SR_MSG_TOKEN;
-    h.request_id = req_id;
-    h.client_id = cl->client_id;
-    h.task_index = cl->task;
-    if (send_reply(c, cl->rid, cl->rid_len, &h, SR_OK, v, NULL, 0) != 0) {
+    if (send_token_reply(c, cl, req_id, v, want) != 0) {
         /* The peer is gone: the token must not vanish with it. */
         sr__tokens_unget(&c->tokens, v);
         cl->parked = 0;
@@ -704,7 +787,7 @@ serve_parked(coord *c)
         if (best == NULL || c->tokens.len == 0 || c->commit_pending) {
             return;
         }
-        give_token(c, best, best->parked_req);
+        give_token(c, best, best->parked_req, best->parked_want);
     }
 }
 
@@ -885,10 +968,9 @@ handle_ready(coord *c, req_ctx *r)
 static void
 handle_pull(coord *c, req_ctx *r)
 {
-    sr_wire_name    nm;
-    sr_wire_vardesc d;
-    cvar           *v;
-    uint8_t         buf[SR_WIRE_BODY_MAX];
+    sr_wire_name nm;
+    cvar        *v;
+    uint8_t      buf[SR_WIRE_BODY_MAX];
 
     if (r->nbody != 1 ||
         sr_wire_name_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &nm) != SR_OK) {
@@ -903,13 +985,8 @@ handle_pull(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", nm.name);
         return;
     }
-    memset(&d, 0, sizeof(d));
-    memcpy(d.name, v->meta.name, sizeof(d.name));
-    d.dtype = (uint8_t)v->meta.dtype;
-    d.flags = v->meta.trainable ? 0 : 0x1;
-    d.ndim = (uint8_t)v->meta.ndim;
-    memcpy(d.shape, v->meta.shape, sizeof(d.shape));
-    frame f = {buf, sr_wire_vardesc_encode(&d, buf, sizeof(buf))};
+    frame f;
+    encode_vardesc(v, buf, sizeof(buf), &f);
     send_reply_value(c, r, &f, v);
 }
 
@@ -918,7 +995,6 @@ send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v)
 {
     sr_wire_header h = r->h;
     uint8_t        hb[SR_WIRE_HEADER_BYTES];
-    zmq_msg_t      m;
 
     h.type = (uint8_t)(r->h.type | SR_WIRE_REPLY);
     h.flags = 0;
@@ -926,20 +1002,10 @@ send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v)
     h.status = SR_OK;
     h.local_step = c->global_step;
     sr_wire_header_encode(&h, hb);
-    if (v->meta.nbytes == 0) {
-        zmq_msg_init(&m);
-    } else {
-        atomic_fetch_add(&v->vb->refs, 1);
-        if (zmq_msg_init_data(&m, v->value, (size_t)v->meta.nbytes, vbuf_msg_free, v->vb) != 0) {
-            vbuf_release(v->vb);
-            return;
-        }
-    }
-    if (zmq_send(c->sock, r->rid, r->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(c->sock, hb, sizeof(hb), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(c->sock, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_msg_send(&m, c->sock, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&m); /* not sent: drops the reference */
+    if (zmq_send(c->sock, r->rid, r->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+        zmq_send(c->sock, hb, sizeof(hb), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+        zmq_send(c->sock, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
+        send_value_frame(c, v, 1);
     }
 }
 
@@ -1127,6 +1193,7 @@ handle_token(coord *c, req_ctx *r)
     }
     cl->parked = 1;
     cl->parked_req = r->h.request_id;
+    cl->parked_want = (r->h.flags & SR_WIRE_F_WANT_VARS) != 0;
     cl->parked_order = ++c->park_counter;
     serve_parked(c);
 }
@@ -1579,6 +1646,7 @@ sr_coord_opts_default(sr_coord_opts *o)
     o->log_interval_ms = 5000;
     o->worker_timeout_ms = 10000;
     o->max_message_bytes = 64u << 20;
+    o->piggyback_max_bytes = 1u << 20;
 }
 
 static void

@@ -37,6 +37,7 @@ _Static_assert(HDR_SEQ + 8 == SR_WIRE_HEADER_BYTES, "header fields must fill 56 
 #define READY_REQ_BYTES 1  /* u8 mark */
 #define PING_REP_BYTES  9  /* u8 model_ready, i64 global_step */
 #define PUSH_REP_BYTES  1  /* u8 outcome */
+#define VARS_HDR_BYTES  12 /* i64 global_step, u32 nvars */
 
 #define MAX_TYPE SR_MSG_BYE
 
@@ -539,6 +540,35 @@ sr_wire_ping_rep_decode(const uint8_t *buf, size_t len, sr_wire_ping_rep *out)
     memset(&v, 0, sizeof(v));
     v.model_ready = buf[0];
     v.global_step = u64_to_i64(sr_get_u64(buf + 1));
+    *out = v;
+    return SR_OK;
+}
+
+/* ---- piggybacked variables header ------------------------------------ */
+
+size_t
+sr_wire_vars_hdr_encode(const sr_wire_vars_hdr *v, uint8_t *out, size_t cap)
+{
+    if (v == NULL || out == NULL || cap < VARS_HDR_BYTES) {
+        return 0;
+    }
+    sr_put_u64(out, i64_to_u64(v->global_step));
+    sr_put_u32(out + 8, v->nvars);
+    return VARS_HDR_BYTES;
+}
+
+sr_err
+sr_wire_vars_hdr_decode(const uint8_t *buf, size_t len, sr_wire_vars_hdr *out)
+{
+    sr_wire_vars_hdr v;
+    sr_err           rc;
+
+    if ((rc = check_args(buf, len, out, "vars_hdr")) != SR_OK ||
+        (rc = check_fixed(len, VARS_HDR_BYTES, "vars_hdr")) != SR_OK) {
+        return rc;
+    }
+    v.global_step = u64_to_i64(sr_get_u64(buf));
+    v.nvars = sr_get_u32(buf + 8);
     *out = v;
     return SR_OK;
 }

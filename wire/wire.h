@@ -46,7 +46,8 @@ typedef enum {
 #define SR_WIRE_DECLARE_CHECK_ONLY 0x2u /* DECLARE: never create, only check */
 
 /* Header flags. */
-#define SR_WIRE_F_RESEND 0x1u /* this request is a resend of the same request_id */
+#define SR_WIRE_F_RESEND    0x1u /* this request is a resend of the same request_id */
+#define SR_WIRE_F_WANT_VARS 0x2u /* TOKEN: send the variables with the token, if small */
 
 /* Frame 0 of every message.  Replies echo request_id, client_id, task_index
  * and carry the coordinator's incarnation; status is 0 or a negative sr_err,
@@ -127,6 +128,15 @@ typedef struct {
     uint8_t outcome; /* sr_wire_push_outcome */
 } sr_wire_push_rep;
 
+/* TOKEN reply with the variables piggybacked (request flag
+ * SR_WIRE_F_WANT_VARS, model small enough): frame 1 is this header
+ * (i64 global_step of the values, u32 nvars), then nvars pairs of frames
+ * (vardesc, value). */
+typedef struct {
+    int64_t  global_step;
+    uint32_t nvars;
+} sr_wire_vars_hdr;
+
 /* Encoders write into out[cap] and return the bytes written, or 0 when cap
  * is too small or a field is out of range (a name too long or with a NUL,
  * ndim > SR_MAX_NDIM).  SR_WIRE_BODY_MAX bounds every body above. */
@@ -153,6 +163,9 @@ sr_err sr_wire_ping_rep_decode(const uint8_t *buf, size_t len, sr_wire_ping_rep 
 
 size_t sr_wire_push_rep_encode(const sr_wire_push_rep *r, uint8_t *out, size_t cap);
 sr_err sr_wire_push_rep_decode(const uint8_t *buf, size_t len, sr_wire_push_rep *out);
+
+size_t sr_wire_vars_hdr_encode(const sr_wire_vars_hdr *v, uint8_t *out, size_t cap);
+sr_err sr_wire_vars_hdr_decode(const uint8_t *buf, size_t len, sr_wire_vars_hdr *out);
 
 /* "HELLO", "PUSH", ... for logs; "?" for unknown. */
 const char *sr_wire_type_name(int type);

@@ -39,8 +39,8 @@
 #include "wire/wire.h"
 
 #define DEFAULT_TIMEOUT_MS 60000
-#define MAX_REPLY_FRAMES   4
-#define RESTARTED          1 /* internal: the coordinator's incarnation changed */
+#define MAX_REPLY_FRAMES   (2 + 2 * 65536) /* a TOKEN reply carrying every variable */
+#define RESTARTED          1               /* internal: the coordinator's incarnation changed */
 #define DECLARE_CHECK_ONLY SR_WIRE_DECLARE_CHECK_ONLY
 
 typedef struct decl {
@@ -69,11 +69,21 @@ struct sr_client {
     int      tainted;    /* resynced mid-round: this round's pulls may mix
                             incarnations, so its pushes are dropped (stale)
                             until the next sr_client_step */
-    decl           *decls;
-    size_t          ndecls, cap_decls;
-    sr_wire_header  rh; /* the last reply */
-    zmq_msg_t       rep[MAX_REPLY_FRAMES];
-    int             nrep;
+    decl          *decls;
+    size_t         ndecls, cap_decls;
+    sr_wire_header rh;  /* the last reply */
+    zmq_msg_t     *rep; /* the last reply's body frames */
+    int            nrep, cap_rep;
+    uint16_t       req_flags; /* extra header flags for the next rpc */
+    /* Variables that came with the last token (SR_WIRE_F_WANT_VARS): pulls
+     * until the next step are served from here. */
+    struct cached {
+        char      name[SR_WIRE_MAX_NAME + 1];
+        zmq_msg_t value;
+    } * cache;
+    int             ncache, cap_cache;
+    int64_t         cache_step; /* the global step of the cached values */
+    int             pulled;     /* pulls since the last step: ask for the variables */
     sr_client_stats stats;
     char            err[1024];
 };
@@ -119,6 +129,51 @@ drop_reply(sr_client *c)
         zmq_msg_close(&c->rep[i]);
     }
     c->nrep = 0;
+}
+
+static void
+drop_cache(sr_client *c)
+{
+    for (int i = 0; i < c->ncache; i++) {
+        zmq_msg_close(&c->cache[i].value);
+    }
+    c->ncache = 0;
+}
+
+/* Keep the variables a TOKEN reply carried (vars header, then pairs of
+ * descriptor and value); anything malformed is ignored (pulls then ask). */
+static void
+take_cache(sr_client *c)
+{
+    sr_wire_vars_hdr vh;
+
+    drop_cache(c);
+    if (c->nrep < 1 ||
+        sr_wire_vars_hdr_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]), &vh) != SR_OK ||
+        (int64_t)c->nrep != 1 + 2 * (int64_t)vh.nvars) {
+        return;
+    }
+    if (c->cap_cache < (int)vh.nvars) {
+        struct cached *p = realloc(c->cache, vh.nvars * sizeof(*p));
+        if (p == NULL) {
+            return;
+        }
+        c->cache = p;
+        c->cap_cache = (int)vh.nvars;
+    }
+    for (uint32_t i = 0; i < vh.nvars; i++) {
+        sr_wire_vardesc d;
+        if (sr_wire_vardesc_decode(zmq_msg_data(&c->rep[1 + 2 * i]),
+                                   zmq_msg_size(&c->rep[1 + 2 * i]), &d) != SR_OK) {
+            drop_cache(c);
+            return;
+        }
+        memcpy(c->cache[c->ncache].name, d.name, sizeof(d.name));
+        zmq_msg_init(&c->cache[c->ncache].value);
+        zmq_msg_move(&c->cache[c->ncache].value, &c->rep[2 + 2 * i]);
+        c->ncache++;
+    }
+    c->cache_step = vh.global_step;
 }
 
 static int
@@ -175,7 +230,15 @@ recv_msg(sr_client *c)
             return -1;
         }
         more = zmq_msg_more(&m);
-        if (c->nrep < MAX_REPLY_FRAMES) {
+        if (c->nrep == c->cap_rep && c->cap_rep < MAX_REPLY_FRAMES) {
+            int        nc = c->cap_rep ? c->cap_rep * 2 : 8;
+            zmq_msg_t *p = realloc(c->rep, (size_t)nc * sizeof(*p));
+            if (p != NULL) {
+                c->rep = p;
+                c->cap_rep = nc;
+            }
+        }
+        if (c->nrep < c->cap_rep) {
             c->rep[c->nrep++] = m;
         } else {
             zmq_msg_close(&m);
@@ -206,7 +269,7 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
     /* Big requests are resent rarely: the coordinator may be busy with them. */
     interval = mode_token ? 1000 : (bytes > (1u << 20) ? 5000 : 1000);
     next_resend = now + interval;
-    if (send_msg(c, type, req, 0, c->incarnation, local_step, seq, f, nf) != 0) {
+    if (send_msg(c, type, req, c->req_flags, c->incarnation, local_step, seq, f, nf) != 0) {
         return fail(c, SR_EMSG, "send %s: %s", sr_wire_type_name(type), zmq_strerror(errno));
     }
     for (;;) {
@@ -241,8 +304,8 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
                         c->endpoint, c->timeout_ms);
         }
         if (now >= next_resend) {
-            if (send_msg(c, type, req, SR_WIRE_F_RESEND, c->incarnation, local_step, seq, f, nf) ==
-                0) {
+            if (send_msg(c, type, req, (uint16_t)(SR_WIRE_F_RESEND | c->req_flags), c->incarnation,
+                         local_step, seq, f, nf) == 0) {
                 if (!mode_token) {
                     c->stats.resends++;
                 }
@@ -318,6 +381,7 @@ resync(sr_client *c)
         }
         c->local_step = c->global_step;
         c->tainted = 1;
+        drop_cache(c);
         return SR_OK;
     }
 }
@@ -427,6 +491,9 @@ sr_client_close(sr_client *c)
         send_msg(c, SR_MSG_BYE, ++c->next_req, 0, c->incarnation, 0, 0, NULL, 0);
     }
     drop_reply(c);
+    drop_cache(c);
+    free(c->cache);
+    free(c->rep);
     for (size_t i = 0; i < c->ndecls; i++) {
         free(c->decls[i].init);
     }
@@ -645,6 +712,18 @@ sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes)
     if ((f.len = sr_wire_name_encode(name, buf, sizeof(buf))) == 0) {
         return fail(c, SR_EINVAL, "pull: bad variable name");
     }
+    c->pulled = 1;
+    for (int i = 0; i < c->ncache; i++) {
+        if (strcmp(c->cache[i].name, name) == 0 && zmq_msg_size(&c->cache[i].value) == dst_bytes) {
+            /* Came with this round's token: the values as of that moment. */
+            if (dst_bytes > 0) {
+                memcpy(dst, zmq_msg_data(&c->cache[i].value), dst_bytes);
+            }
+            c->global_step = c->cache_step;
+            c->stats.pulls_cached++;
+            return SR_OK;
+        }
+    }
     for (;;) {
         int rc = rpc(c, SR_MSG_PULL, 0, 0, &f, 1, 0);
         if (rc == RESTARTED) {
@@ -806,7 +885,14 @@ sr_client_step(sr_client *c)
     if (!c->ready_done) {
         return fail(c, SR_ENOTREADY, "step: call sr_client_ready first");
     }
+    /* A client that pulls asks for the variables with its token: for a small
+     * model the coordinator sends them along, and this round's pulls need
+     * no round trip (docs/protocol.md, TOKEN). */
+    drop_cache(c);
+    c->req_flags = c->pulled ? SR_WIRE_F_WANT_VARS : 0;
+    c->pulled = 0;
     int rc = rpc(c, SR_MSG_TOKEN, c->local_step, 0, NULL, 0, 1);
+    c->req_flags = 0;
     if (rc == RESTARTED) {
         /* The step completes at the restored global step; the next round
          * pulls only from the new incarnation. */
@@ -822,6 +908,7 @@ sr_client_step(sr_client *c)
     }
     c->local_step = c->rh.local_step;
     c->tainted = 0;
+    take_cache(c);
     return SR_OK;
 }
 

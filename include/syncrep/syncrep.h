@@ -49,12 +49,14 @@ typedef struct {
 /* Per-client counts of what the coordinator answered to this client's pushes
  * (every push is acknowledged as exactly one of these). */
 typedef struct {
-    uint64_t pushes;    /* push calls that completed */
-    uint64_t accepted;  /* counted into an accumulator */
-    uint64_t stale;     /* dropped: computed at an old step or incarnation */
-    uint64_t duplicate; /* a resend the coordinator had already counted */
-    uint64_t resyncs;   /* coordinator restarts this client noticed */
-    uint64_t resends;   /* requests sent again after no answer */
+    uint64_t pushes;       /* push calls that completed */
+    uint64_t accepted;     /* counted into an accumulator */
+    uint64_t stale;        /* dropped: computed at an old step or incarnation */
+    uint64_t duplicate;    /* a resend the coordinator had already counted */
+    uint64_t resyncs;      /* coordinator restarts this client noticed */
+    uint64_t resends;      /* requests sent again after no answer */
+    uint64_t pulls_cached; /* pulls served from the variables that came with the last
+                              token (no round trip; the model was small enough) */
 } sr_client_stats;
 
 /* Open a client and say hello to the coordinator (waits up to timeout_ms for
@@ -109,7 +111,10 @@ int sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const in
                           const void *rows, size_t rows_bytes);
 
 /* Take a step token (blocks while other workers finish the step; this is not
- * a timeout while the coordinator is alive); local step = the token's value. */
+ * a timeout while the coordinator is alive); local step = the token's value.
+ * If this client pulled in the round before, the coordinator sends the
+ * variables with the token when the model is small (coordinator option
+ * --piggyback-max-kib), and this round's pulls are served from them. */
 int sr_client_step(sr_client *c);
 
 /* The local step (no I/O). */

@@ -33,6 +33,7 @@ typedef union {
     sr_wire_ready_req ready_req;
     sr_wire_ping_rep  ping_rep;
     sr_wire_push_rep  push_rep;
+    sr_wire_vars_hdr  vars_hdr;
 } any_msg;
 
 /* A body codec behind a uniform signature. */
@@ -126,6 +127,18 @@ enc_push_rep(const any_msg *m, uint8_t *out, size_t cap)
     return sr_wire_push_rep_encode(&m->push_rep, out, cap);
 }
 
+static sr_err
+dec_vars_hdr(const uint8_t *b, size_t n, any_msg *o)
+{
+    return sr_wire_vars_hdr_decode(b, n, &o->vars_hdr);
+}
+
+static size_t
+enc_vars_hdr(const any_msg *m, uint8_t *out, size_t cap)
+{
+    return sr_wire_vars_hdr_encode(&m->vars_hdr, out, cap);
+}
+
 static const codec codecs[] = {
     {"name", dec_name, enc_name},
     {"vardesc", dec_vardesc, enc_vardesc},
@@ -134,6 +147,7 @@ static const codec codecs[] = {
     {"ready_req", dec_ready_req, enc_ready_req},
     {"ping_rep", dec_ping_rep, enc_ping_rep},
     {"push_rep", dec_push_rep, enc_push_rep},
+    {"vars_hdr", dec_vars_hdr, enc_vars_hdr},
 };
 #define NCODECS (sizeof(codecs) / sizeof(codecs[0]))
 

@@ -897,6 +897,31 @@ test_wire_ping_rep_edge_values_roundtrip_identical(void **state)
     }
 }
 
+static sr_err
+dec_vars_hdr(const uint8_t *buf, size_t len)
+{
+    sr_wire_vars_hdr v;
+    return sr_wire_vars_hdr_decode(buf, len, &v);
+}
+
+static void
+test_wire_vars_hdr_roundtrip_truncation_and_cap(void **state)
+{
+    uint8_t          buf[SR_WIRE_BODY_MAX];
+    sr_wire_vars_hdr v = {INT64_MIN, UINT32_MAX}, d;
+    (void)state;
+
+    size_t n = sr_wire_vars_hdr_encode(&v, buf, sizeof(buf));
+    assert_int_equal(n, 12);
+    assert_sr_ok(sr_wire_vars_hdr_decode(buf, n, &d));
+    assert_true(d.global_step == INT64_MIN && d.nvars == UINT32_MAX);
+    assert_every_truncation_eproto(buf, n, dec_vars_hdr);
+    assert_trailing_byte_eproto(buf, n, dec_vars_hdr);
+    for (size_t cap = 0; cap < n; cap++) {
+        assert_int_equal(sr_wire_vars_hdr_encode(&v, buf, cap), 0);
+    }
+}
+
 static void
 test_wire_ping_rep_every_truncation_is_eproto(void **state)
 {
@@ -1024,6 +1049,7 @@ main(void)
         cmocka_unit_test(test_wire_ready_req_bad_mark_is_eproto),
         cmocka_unit_test(test_wire_ping_rep_edge_values_roundtrip_identical),
         cmocka_unit_test(test_wire_ping_rep_every_truncation_is_eproto),
+        cmocka_unit_test(test_wire_vars_hdr_roundtrip_truncation_and_cap),
         cmocka_unit_test(test_wire_ping_rep_bad_field_or_cap_is_refused),
         cmocka_unit_test(test_wire_push_rep_every_outcome_roundtrip_identical),
         cmocka_unit_test(test_wire_push_rep_unknown_outcome_is_refused),
