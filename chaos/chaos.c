@@ -70,7 +70,8 @@ typedef struct {
     uint64_t seed;
     int      targets[3];
     int      resize[16], nresize;
-    int      print_plan; /* --print-plan: print the schedule and exit */
+    int      print_plan;   /* --print-plan: print the schedule and exit */
+    int      commit_async; /* --commit async */
     char     out[PATH_MAX];
     char     store[PATH_MAX + 16], endpoint[PATH_MAX + 32], self[PATH_MAX];
     sr_optim optim;
@@ -179,6 +180,8 @@ start_coordinator(chaos *c, int64_t resume_step)
     argv[n++] = "--keep-checkpoints";
     argv[n++] = "5";
     argv[n++] = "--step-log";
+    argv[n++] = "--commit";
+    argv[n++] = c->commit_async ? "async" : "sync";
     argv[n++] = "--sync";
     argv[n++] = "normal"; /* process crashes, not power loss: NORMAL is durable here */
     argv[n++] = "--log-level";
@@ -800,7 +803,8 @@ static const char usage_text[] =
     "usage: syncrep chaos --workers N --replicas-to-aggregate R [--total-replicas M]\n"
     "                     --duration SECONDS --seed S [--kill-every SECONDS]\n"
     "                     [--targets coordinator,chief,worker] [--resize 4,3,5]\n"
-    "                     [--checkpoint-every-steps K] [--optimizer sgd|momentum|adam]\n"
+    "                     [--checkpoint-every-steps K] [--commit sync|async]\n"
+    "                     [--optimizer sgd|momentum|adam]\n"
     "                     [--out DIR] [--print-plan]\n"
     "\n"
     "Runs a real coordinator and N real workers of a deterministic model, kills and\n"
@@ -888,6 +892,9 @@ parse_args(chaos *c, int argc, char **argv)
         } else if (strcmp(a, "--checkpoint-every-steps") == 0) {
             bad = sr__cli_parse_i64(val, 1, 1000000, &v);
             c->checkpoint_every = (int)v;
+        } else if (strcmp(a, "--commit") == 0) {
+            bad = strcmp(val, "sync") != 0 && strcmp(val, "async") != 0;
+            c->commit_async = strcmp(val, "async") == 0;
         } else if (strcmp(a, "--optimizer") == 0) {
             bad = sr__optim_parse(val, &c->optim.kind) != SR_OK;
         } else if (strcmp(a, "--out") == 0) {

@@ -44,6 +44,9 @@ static const char usage_text[] =
     "  --grace-ms MS                 on SIGINT/SIGTERM, time to finish the step (2000)\n"
     "  --curve-secret-key-file F     CURVE: encrypt and authenticate (syncrep keygen)\n"
     "  --authorized-keys FILE        CURVE: client public keys admitted, one a line\n"
+    "  --commit sync|async           sync (default): a step's tokens go out after its commit;\n"
+    "                                async: a writer thread commits while the next step runs\n"
+    "                                (a crash may lose the steps not yet committed, never more)\n"
     "  --piggyback-max-kib K         a step's token carries the whole model when it is at\n"
     "                                most K KiB (1024; 0 = never): saves the pulls' round trips\n"
     "  --max-message-mib M           largest message frame accepted (64; at least the\n"
@@ -139,6 +142,9 @@ sr__cli_coordinator(int argc, char **argv)
             o.curve_secret_key_file = val;
         } else if (strcmp(a, "--authorized-keys") == 0) {
             o.authorized_keys = val;
+        } else if (strcmp(a, "--commit") == 0) {
+            bad = strcmp(val, "sync") != 0 && strcmp(val, "async") != 0;
+            o.commit_async = strcmp(val, "async") == 0;
         } else if (strcmp(a, "--piggyback-max-kib") == 0) {
             bad = sr__cli_parse_i64(val, 0, 1 << 30, &v);
             o.piggyback_max_bytes = (uint64_t)v << 10;

@@ -30,6 +30,7 @@ typedef struct {
     int         worker_timeout_ms;     /* a worker not heard from this long has left */
     const char *curve_secret_key_file; /* CURVE on when set (with authorized_keys) */
     const char *authorized_keys;       /* client public keys admitted */
+    int         commit_async;          /* commit in a writer thread; tokens do not wait for it */
     uint64_t    piggyback_max_bytes;   /* TOKEN replies carry the model up to this size */
     uint64_t    max_message_bytes;     /* ZMQ_MAXMSGSIZE floor; the largest variable plus
                                           headroom is always allowed */

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +115,19 @@ typedef struct coord {
     uint64_t             malformed;
     int64_t              last_malformed_log_ms;
     double               steps_per_s;
-    void                *scratch[2]; /* aligned copies of small, misaligned frames */
-    size_t               scratch_cap[2];
+    /* --commit async: a writer thread with its own store connection commits
+     * a snapshot of step g while the loop goes on with g + 1. */
+    sr_store          *wst; /* the writer's connection */
+    pthread_t          writer;
+    int                writer_started;
+    pthread_mutex_t    wmu;
+    pthread_cond_t     wcv;
+    struct commit_job *wjob;          /* handed to the writer; NULL when it is idle */
+    int                wstop;         /* under wmu: finish and exit */
+    int64_t            wcommitted;    /* under wmu: the last step the writer committed */
+    int                commit_wanted; /* a step to snapshot once the writer is idle */
+    void              *scratch[2];    /* aligned copies of small, misaligned frames */
+    size_t             scratch_cap[2];
 } coord;
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -503,20 +515,57 @@ log_contribs(coord *c, const cvar *v, int64_t step)
     return SR_OK;
 }
 
-static sr_err
-commit_now(coord *c)
-{
-    sr_store_tensor *t = NULL;
-    sr_store_worker *w = NULL;
-    size_t           nt = 0;
-    sr_store_commit  cm;
-    sr_err           rc;
+/* Everything of one commit.  With `copies`, the job owns copies of the
+ * tensors, dirty maps and log, so the loop may go on changing its own. */
+typedef struct commit_job {
+    sr_store_commit   cm;
+    sr_store_tensor  *t;
+    sr_store_worker  *w;
+    sr_store_contrib *log;
+    void            **own; /* owned buffers, freed with the job */
+    size_t            nown;
+} commit_job;
 
-    t = calloc(c->nvars * 4 + 1, sizeof(*t));
-    w = calloc(c->nworkers + 1, sizeof(*w));
-    if (t == NULL || w == NULL) {
-        rc = sr_fail(SR_ENOMEM, "commit arrays");
-        goto out;
+static void
+job_free(commit_job *j)
+{
+    if (j == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < j->nown; i++) {
+        free(j->own[i]);
+    }
+    free(j->own);
+    free(j->t);
+    free(j->w);
+    free(j->log);
+    free(j);
+}
+
+static void *
+job_copy(commit_job *j, const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    if (q != NULL) {
+        memcpy(q, p, n);
+        j->own[j->nown++] = q;
+    }
+    return q;
+}
+
+/* Build the commit of the current state: every dirty variable's value and
+ * slots, the workers and the step-log rows not yet committed. */
+static sr_err
+build_job(coord *c, int copies, commit_job **out)
+{
+    commit_job *j = calloc(1, sizeof(*j));
+    size_t      nt = 0;
+
+    if (j == NULL || (j->t = calloc(c->nvars * 4 + 1, sizeof(*j->t))) == NULL ||
+        (j->w = calloc(c->nworkers + 1, sizeof(*j->w))) == NULL ||
+        (copies && (j->own = calloc(c->nvars * 5 + 2, sizeof(void *))) == NULL)) {
+        job_free(j);
+        return sr_fail(SR_ENOMEM, "commit arrays");
     }
     for (size_t i = 0; i < c->nvars; i++) {
         cvar *v = &c->vars[i];
@@ -533,46 +582,204 @@ commit_now(coord *c)
             {"adam_v", v->s2, 0},
             {"ema", v->ema, 1},
         };
+        const uint8_t *dirty = v->dirty;
+        if (copies && (dirty = job_copy(j, v->dirty, v->nchunks)) == NULL) {
+            job_free(j);
+            return sr_fail(SR_ENOMEM, "commit snapshot");
+        }
         for (int p = 0; p < 4; p++) {
             if (parts[p].data == NULL) {
                 continue;
             }
-            t[nt].var_id = v->meta.id;
-            t[nt].slot = parts[p].slot;
-            t[nt].data = parts[p].data;
-            t[nt].len_bytes = (size_t)v->meta.nbytes;
-            t[nt].dirty = parts[p].all ? NULL : v->dirty;
+            const void *data = parts[p].data;
+            if (copies && (data = job_copy(j, data, (size_t)v->meta.nbytes)) == NULL) {
+                job_free(j);
+                return sr_fail(SR_ENOMEM, "commit snapshot of %s", v->meta.name);
+            }
+            j->t[nt].var_id = v->meta.id;
+            j->t[nt].slot = parts[p].slot;
+            j->t[nt].data = data;
+            j->t[nt].len_bytes = (size_t)v->meta.nbytes;
+            j->t[nt].dirty = parts[p].all ? NULL : dirty;
             nt++;
         }
     }
     for (size_t i = 0; i < c->nworkers; i++) {
-        w[i].task_index = c->workers[i].task;
-        w[i].local_step = c->workers[i].local_step;
-        w[i].last_seen_ms = c->workers[i].last_seen_wall_ms;
-        w[i].incarnation = c->incarnation;
+        j->w[i].task_index = c->workers[i].task;
+        j->w[i].local_step = c->workers[i].local_step;
+        j->w[i].last_seen_ms = c->workers[i].last_seen_wall_ms;
+        j->w[i].incarnation = c->incarnation;
     }
-    memset(&cm, 0, sizeof(cm));
-    cm.global_step = c->global_step;
-    cm.tensors = t;
-    cm.ntensors = nt;
-    cm.workers = w;
-    cm.nworkers = c->nworkers;
-    cm.log = c->log;
-    cm.nlog = c->nlog;
-    rc = sr_store_commit_step(c->st, &cm);
-    if (rc == SR_OK) {
-        c->committed_step = c->global_step;
-        c->nlog = 0;
-        for (size_t i = 0; i < c->nvars; i++) {
-            if (c->vars[i].dirty_any) {
-                memset(c->vars[i].dirty, 0, c->vars[i].nchunks ? c->vars[i].nchunks : 1);
-                c->vars[i].dirty_any = 0;
-            }
+    if (c->nlog > 0) {
+        if ((j->log = malloc(c->nlog * sizeof(*j->log))) == NULL) {
+            job_free(j);
+            return sr_fail(SR_ENOMEM, "commit step log");
+        }
+        memcpy(j->log, c->log, c->nlog * sizeof(*j->log));
+    }
+    j->cm.global_step = c->global_step;
+    j->cm.tensors = j->t;
+    j->cm.ntensors = nt;
+    j->cm.workers = j->w;
+    j->cm.nworkers = c->nworkers;
+    j->cm.log = j->log;
+    j->cm.nlog = c->nlog;
+    *out = j;
+    return SR_OK;
+}
+
+/* The state went into a commit (or a snapshot of one): start afresh. */
+static void
+mark_clean(coord *c)
+{
+    c->nlog = 0;
+    for (size_t i = 0; i < c->nvars; i++) {
+        if (c->vars[i].dirty_any) {
+            memset(c->vars[i].dirty, 0, c->vars[i].nchunks ? c->vars[i].nchunks : 1);
+            c->vars[i].dirty_any = 0;
         }
     }
-out:
-    free(t);
-    free(w);
+}
+
+static sr_err
+commit_now(coord *c)
+{
+    commit_job *j;
+    sr_err      rc = build_job(c, 0, &j);
+
+    if (rc != SR_OK) {
+        return rc;
+    }
+    rc = sr_store_commit_step(c->st, &j->cm);
+    if (rc == SR_OK) {
+        c->committed_step = c->global_step;
+        mark_clean(c);
+    }
+    job_free(j);
+    return rc;
+}
+
+/* The writer thread (--commit async): commits the jobs the loop hands it, one
+ * at a time, through its own store connection; a failed commit is retried
+ * every second (the loop snapshots nothing new meanwhile). */
+static void *
+writer_main(void *arg)
+{
+    coord *c = arg;
+
+    pthread_mutex_lock(&c->wmu);
+    for (;;) {
+        while (c->wjob == NULL && !c->wstop) {
+            pthread_cond_wait(&c->wcv, &c->wmu);
+        }
+        if (c->wjob == NULL) {
+            break;
+        }
+        commit_job *j = c->wjob;
+        pthread_mutex_unlock(&c->wmu);
+        sr_err rc = sr_store_commit_step(c->wst, &j->cm);
+        if (rc != SR_OK) {
+            SR_LOG(SR_LOG_ERR, "COORD-COMMIT-FAIL",
+                   "async step=%" PRId64 " err=%s detail=\"%s\"; retrying", j->cm.global_step,
+                   sr_errname(rc), sr_store_errmsg(c->wst));
+        }
+        pthread_mutex_lock(&c->wmu);
+        if (rc == SR_OK) {
+            c->wcommitted = j->cm.global_step;
+            c->wjob = NULL;
+            job_free(j);
+            pthread_cond_broadcast(&c->wcv);
+        } else if (c->wstop) {
+            break; /* the loop takes the job back and tries itself */
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&c->wcv, &c->wmu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&c->wmu);
+    return NULL;
+}
+
+/* --commit async: hand the writer a snapshot if it is idle; otherwise the
+ * snapshot waits (commit_wanted) and the dirty state keeps accumulating. */
+static void
+async_snapshot(coord *c)
+{
+    commit_job *j;
+
+    pthread_mutex_lock(&c->wmu);
+    int idle = c->wjob == NULL;
+    c->committed_step = c->wcommitted;
+    pthread_mutex_unlock(&c->wmu);
+    if (!idle || !c->commit_wanted) {
+        return;
+    }
+    if (build_job(c, 1, &j) != SR_OK) {
+        SR_LOG(SR_LOG_ERR, "COORD-SNAPSHOT", "%s; retrying", sr_errdetail());
+        return;
+    }
+    mark_clean(c);
+    c->commit_wanted = 0;
+    pthread_mutex_lock(&c->wmu);
+    c->wjob = j;
+    pthread_cond_signal(&c->wcv);
+    pthread_mutex_unlock(&c->wmu);
+}
+
+static sr_err
+writer_start(coord *c)
+{
+    sr_store_opts so;
+
+    memset(&so, 0, sizeof(so));
+    so.sync = c->o->sync_normal ? SR_STORE_SYNC_NORMAL : SR_STORE_SYNC_FULL;
+    so.keep_checkpoints = c->o->keep_checkpoints;
+    so.skip_quick_check = 1; /* the loop's connection checked the file */
+    sr_err rc = sr_store_open(c->o->store_path, &so, &c->wst);
+    if (rc != SR_OK) {
+        return rc;
+    }
+    pthread_mutex_init(&c->wmu, NULL);
+    pthread_cond_init(&c->wcv, NULL);
+    c->wcommitted = c->committed_step;
+    if (pthread_create(&c->writer, NULL, writer_main, c) != 0) {
+        return sr_fail(SR_ENOMEM, "cannot start the commit writer thread");
+    }
+    c->writer_started = 1;
+    return SR_OK;
+}
+
+/* Stop the writer after its current job; a job it could not commit comes
+ * back to the loop's connection. */
+static sr_err
+writer_stop(coord *c)
+{
+    sr_err rc = SR_OK;
+
+    if (!c->writer_started) {
+        return SR_OK;
+    }
+    pthread_mutex_lock(&c->wmu);
+    c->wstop = 1;
+    pthread_cond_broadcast(&c->wcv);
+    pthread_mutex_unlock(&c->wmu);
+    pthread_join(c->writer, NULL);
+    c->writer_started = 0;
+    c->committed_step = c->wcommitted;
+    if (c->wjob != NULL) {
+        rc = sr_store_commit_step(c->st, &c->wjob->cm);
+        if (rc == SR_OK) {
+            c->committed_step = c->wjob->cm.global_step;
+        }
+        job_free(c->wjob);
+        c->wjob = NULL;
+    }
+    sr_store_close(c->wst);
+    c->wst = NULL;
+    pthread_mutex_destroy(&c->wmu);
+    pthread_cond_destroy(&c->wcv);
     return rc;
 }
 
@@ -654,7 +861,14 @@ apply_step(coord *c)
     c->ntaken = 0;
     c->global_step++;
     SR_LOG(SR_LOG_DEBUG, "COORD-APPLY", "global_step=%" PRId64, c->global_step);
-    if (c->o->checkpoint_every > 0 && c->global_step % c->o->checkpoint_every == 0) {
+    if (c->o->checkpoint_every > 0 && c->global_step % c->o->checkpoint_every == 0 &&
+        c->o->commit_async) {
+        /* The tokens go out now; a crash may lose this step, never an older
+         * committed one (docs/performance.md, --commit async). */
+        c->commit_wanted = 1;
+        async_snapshot(c);
+        release_tokens(c, ntok);
+    } else if (c->o->checkpoint_every > 0 && c->global_step % c->o->checkpoint_every == 0) {
         c->pending_release += (int64_t)ntok;
         commit_and_release(c);
     } else {
@@ -1544,6 +1758,9 @@ periodic(coord *c)
     if (c->commit_pending && now >= c->commit_retry_ms) {
         commit_and_release(c);
     }
+    if (c->writer_started) {
+        async_snapshot(c);
+    }
     for (size_t i = 0; i < c->nclients; i++) {
         client *cl = &c->clients[i];
         if (cl->parked && now - cl->last_seen_ms > PARKED_EXPIRE_MS) {
@@ -1652,6 +1869,7 @@ sr_coord_opts_default(sr_coord_opts *o)
 static void
 coord_free(coord *c)
 {
+    writer_stop(c);
     for (size_t i = 0; i < c->nvars; i++) {
         free_var(&c->vars[i]);
     }
@@ -1694,7 +1912,8 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
     memset(&c, 0, sizeof(c));
     c.o = o;
     sr__tokens_init(&c.tokens);
-    if ((rc = coord_start(&c)) != SR_OK || (rc = open_socket(&c)) != SR_OK) {
+    if ((rc = coord_start(&c)) != SR_OK || (rc = open_socket(&c)) != SR_OK ||
+        (o->commit_async && (rc = writer_start(&c)) != SR_OK)) {
         SR_LOG(SR_LOG_ERR, "COORD-START-FAIL", "err=%s detail=\"%s\"", sr_errname(rc),
                sr_errdetail());
         coord_free(&c);
@@ -1726,6 +1945,13 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
             handled++;
         }
         periodic(&c);
+    }
+    if (c.writer_started) {
+        sr_err wrc = writer_stop(&c);
+        if (wrc != SR_OK) {
+            SR_LOG(SR_LOG_ERR, "COORD-COMMIT-FAIL", "the writer's last snapshot: %s",
+                   sr_errdetail());
+        }
     }
     if (rc == SR_OK && (c.global_step != c.committed_step || c.nlog > 0)) {
         rc = commit_now(&c);

@@ -114,6 +114,27 @@ test_chaos_checkpoint_every_5_passes(void **state)
 }
 
 static void
+test_chaos_async_commit_passes(void **state)
+{
+    char *dir = sr_test_mkdtemp("chaosa"), out[600], *rep;
+    (void)state;
+
+    snprintf(out, sizeof(out), "%s/run", dir);
+    int rc = chaos(out,
+                   "--workers 3 --replicas-to-aggregate 3 --duration 15 --seed 9 "
+                   "--kill-every 1.0 --commit async --resize 3,4",
+                   &rep);
+    if (rc != 0) {
+        fprintf(stderr, "%s\n", rep);
+    }
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(rep, "\"passed\": true"));
+    free(rep);
+    sr_test_rmdir_rf(dir);
+    free(dir);
+}
+
+static void
 load(sr_chaos_evidence *e)
 {
     char     store[700];
@@ -248,6 +269,7 @@ main(void)
         cmocka_unit_test(test_chaos_30s_all_roles_resize_passes),
         cmocka_unit_test(test_chaos_verifier_catches_each_corruption),
         cmocka_unit_test(test_chaos_checkpoint_every_5_passes),
+        cmocka_unit_test(test_chaos_async_commit_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
