@@ -857,6 +857,10 @@ sr_store_new_incarnation(sr_store *st, uint64_t *out)
         return sr__store_ret(st, rc);
     }
     rc = sr__store_meta_i64(st, "incarnation", &inc);
+    if (rc == SR_OK && (inc < 0 || inc == INT64_MAX)) {
+        rc = sr__store_fail(st, SR_ECORRUPT, "%s: incarnation %lld cannot be incremented", st->path,
+                            (long long)inc);
+    }
     if (rc == SR_OK) {
         inc++;
         rc = sr__store_meta_set_i64(st, "incarnation", inc);
@@ -1274,7 +1278,8 @@ incarnations_tx(sr_store *st, sr_store_incarnation **out, size_t *n)
         return rc;
     }
     off = (size_t)cnt * sizeof(sr_store_incarnation);
-    if ((block = malloc(off + (size_t)text + (size_t)cnt + 1)) == NULL) {
+    size_t total = off + (size_t)text + (size_t)cnt + 1;
+    if ((block = malloc(total)) == NULL) {
         return sr__store_fail(st, SR_ENOMEM, "%lld incarnations", (long long)cnt);
     }
     r = sqlite3_prepare_v2(st->db,
@@ -1292,6 +1297,14 @@ incarnations_tx(sr_store *st, sr_store_incarnation **out, size_t *n)
         e->incarnation = (uint64_t)sqlite3_column_int64(s, 0);
         e->restored_step = sqlite3_column_int64(s, 1);
         e->started_ms = sqlite3_column_int64(s, 2);
+        if (c != NULL && len + 1 > total - off) {
+            /* Sized from the stored bytes; text must not be longer (UTF-8
+             * stores only, checked at open, but never trust it). */
+            sqlite3_finalize(s);
+            free(block);
+            return sr__store_fail(st, SR_ECORRUPT, "%s: incarnation config longer than stored",
+                                  st->path);
+        }
         memcpy(block + off, c ? c : "", c ? len : 0);
         block[off + (c ? len : 0)] = '\0';
         e->config = block + off;

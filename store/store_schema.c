@@ -280,6 +280,13 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
                               "%s: schema version %u is newer than this build's %d", st->path,
                               be32(hdr + 60), SR_STORE_SCHEMA_VERSION);
     }
+    /* Text encoding (offset 56): syncrep writes UTF-8 only, and its text
+     * handling (configs, names, the tensor cache's order) assumes it. */
+    if (be32(hdr + 56) != 1 && be32(hdr + 56) != 0) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "not a syncrep store: %s (text encoding %u, syncrep writes UTF-8)",
+                              st->path, be32(hdr + 56));
+    }
     return SR_OK;
 }
 

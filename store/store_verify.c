@@ -107,15 +107,46 @@ check_meta(sr_store *st, report *rep, int64_t *g, int64_t *ready)
     }
 }
 
-/* Every chunk of tensor t present at the right size for each step in
- * steps[] at which t existed. */
+/* A chunk index's oldest version (first_step) must exist at every retained
+ * step at which the tensor existed. */
+static void
+check_first_version(report *rep, const store_var *v, const store_tensor *t, uint64_t idx,
+                    int64_t first_step, const int64_t *steps, size_t nsteps)
+{
+    for (size_t k = 0; k < nsteps; k++) {
+        int64_t at = steps[k];
+        if (at >= v->v.created_step && at >= t->created_step && first_step > at) {
+            problem(rep, "step %lld: variable '%s' slot '%s': chunk %llu missing", (long long)at,
+                    v->v.name, t->slot, (unsigned long long)idx);
+        }
+    }
+}
+
+/* Chunk indices [from, to) have no version at all. */
+static void
+report_gap(report *rep, const store_var *v, const store_tensor *t, uint64_t from, uint64_t to)
+{
+    if (from + 1 == to) {
+        problem(rep, "variable '%s' slot '%s': chunk %llu missing", v->v.name, t->slot,
+                (unsigned long long)from);
+    } else if (from < to) {
+        problem(rep, "variable '%s' slot '%s': chunks %llu..%llu missing", v->v.name, t->slot,
+                (unsigned long long)from, (unsigned long long)(to - 1));
+    }
+}
+
+/* Every chunk of tensor t present, as a BLOB of the right size, for each
+ * step in steps[] at which t existed.  Streams the versions in (index,
+ * step) order, so memory does not depend on the chunk count a (possibly
+ * corrupt) variable row claims. */
 static sr_err
 check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *steps, size_t nsteps,
              int64_t g)
 {
     const store_var *v = sr__store_var(st, t->var_id);
     sqlite3_stmt    *s = NULL;
-    int64_t         *first = NULL; /* oldest version step per chunk */
+    uint64_t         next = 0; /* the lowest index not seen yet */
+    int64_t          cur = -1; /* the index of the previous row */
     int              r;
 
     if (v == NULL) {
@@ -123,30 +154,32 @@ check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *st
                 (long long)t->var_id);
         return SR_OK;
     }
-    if ((first = malloc((v->nchunks ? v->nchunks : 1) * sizeof(*first))) == NULL) {
-        return sr__store_fail(st, SR_ENOMEM, "verify: %llu chunks", (unsigned long long)v->nchunks);
-    }
-    for (uint64_t i = 0; i < v->nchunks; i++) {
-        first[i] = INT64_MAX;
-    }
     r = sqlite3_prepare_v2(st->db,
-                           "SELECT c.idx, c.step, c.data_id, d.id, length(d.data) FROM chunk c"
+                           "SELECT c.idx, c.step, c.data_id, d.id, typeof(d.data),"
+                           " length(CAST(d.data AS BLOB)) FROM chunk c"
                            " LEFT JOIN chunk_data d ON d.id = c.data_id WHERE c.tensor_id = ?1"
                            " ORDER BY c.idx, c.step",
                            -1, &s, NULL);
     if (r != SQLITE_OK) {
-        free(first);
         return sr__store_sqlerr(st, r, "verify chunks");
     }
     sqlite3_bind_int64(s, 1, t->id);
     while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-        int64_t idx = sqlite3_column_int64(s, 0);
-        int64_t step = sqlite3_column_int64(s, 1);
-        int64_t len = sqlite3_column_int64(s, 4);
+        int64_t     idx = sqlite3_column_int64(s, 0);
+        int64_t     step = sqlite3_column_int64(s, 1);
+        const char *type = (const char *)sqlite3_column_text(s, 4);
+        int64_t     len = sqlite3_column_int64(s, 5);
         if (idx < 0 || (uint64_t)idx >= v->nchunks) {
             problem(rep, "variable '%s' slot '%s': stray chunk %lld (has %llu)", v->v.name, t->slot,
                     (long long)idx, (unsigned long long)v->nchunks);
             continue;
+        }
+        if (idx != cur) {
+            /* The first (oldest) version of a new index. */
+            report_gap(rep, v, t, next, (uint64_t)idx);
+            check_first_version(rep, v, t, (uint64_t)idx, step, steps, nsteps);
+            next = (uint64_t)idx + 1;
+            cur = idx;
         }
         uint64_t off = (uint64_t)idx * v->v.chunk_bytes;
         uint64_t want = v->v.nbytes - off < v->v.chunk_bytes ? v->v.nbytes - off : v->v.chunk_bytes;
@@ -154,6 +187,11 @@ check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *st
             problem(rep, "variable '%s' slot '%s': chunk %lld version %lld: data %lld missing",
                     v->v.name, t->slot, (long long)idx, (long long)step,
                     (long long)sqlite3_column_int64(s, 2));
+            continue;
+        }
+        if (type == NULL || strcmp(type, "blob") != 0) {
+            problem(rep, "variable '%s' slot '%s': chunk %lld version %lld is %s, not a blob",
+                    v->v.name, t->slot, (long long)idx, (long long)step, type ? type : "?");
             continue;
         }
         if ((uint64_t)len != want) {
@@ -170,29 +208,40 @@ check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *st
                     "the global step %lld",
                     v->v.name, t->slot, (long long)idx, (long long)step, (long long)g);
         }
-        if (step < first[idx]) {
-            first[idx] = step;
-        }
     }
     sqlite3_finalize(s);
     if (r != SQLITE_DONE) {
-        free(first);
         return sr__store_sqlerr(st, r, "verify chunks");
     }
-    for (size_t k = 0; k < nsteps; k++) {
-        int64_t at = steps[k];
-        if (at < v->v.created_step || at < t->created_step) {
-            continue;
-        }
-        for (uint64_t i = 0; i < v->nchunks; i++) {
-            if (first[i] > at) {
-                problem(rep, "step %lld: variable '%s' slot '%s': chunk %llu missing",
-                        (long long)at, v->v.name, t->slot, (unsigned long long)i);
-            }
-        }
-    }
-    free(first);
+    report_gap(rep, v, t, next, v->nchunks);
     return SR_OK;
+}
+
+/* Every table with every column the code reads (a damaged schema may still
+ * pass integrity_check). */
+static void
+check_schema(sr_store *st, report *rep)
+{
+    static const char *const queries[] = {
+        "SELECT key, value FROM meta",
+        "SELECT id, name, dtype, ndim, shape, nbytes, chunk_bytes, trainable, created_step"
+        " FROM variable",
+        "SELECT id, var_id, slot, created_step FROM tensor",
+        "SELECT tensor_id, idx, step, data_id FROM chunk",
+        "SELECT id, data FROM chunk_data",
+        "SELECT task_index, local_step, last_seen_ms, incarnation FROM worker",
+        "SELECT step, var_id, pos, task_index, local_step FROM step_log",
+        "SELECT step, created_ms FROM checkpoint",
+        "SELECT incarnation, restored_step, started_ms, config FROM incarnation",
+        "SELECT id, incarnation, from_step, to_step, at_ms FROM rewind",
+    };
+    for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++) {
+        sqlite3_stmt *s = NULL;
+        if (sqlite3_prepare_v2(st->db, queries[i], -1, &s, NULL) != SQLITE_OK) {
+            problem(rep, "schema: %s (%s)", sqlite3_errmsg(st->db), queries[i]);
+        }
+        sqlite3_finalize(s);
+    }
 }
 
 static sr_err
@@ -206,6 +255,7 @@ verify_tx(sr_store *st, report *rep)
     if ((rc = check_sqlite(st, rep)) != SR_OK) {
         return rc;
     }
+    check_schema(st, rep);
     check_meta(st, rep, &g, &ready);
     if ((rc = sr__store_checkpoints(st, &steps, &nsteps)) != SR_OK) {
         problem(rep, "checkpoints: %s", sr_errdetail());
