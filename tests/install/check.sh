@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Install syncrep from a build directory into a temporary prefix, then build
 # and run a small client program against it twice: through pkg-config and
-# through CMake's find_package(syncrep).  Usage: check.sh BUILD_DIR
+# through CMake's find_package(syncrep).  Usage: check.sh BUILD_DIR [SANITIZERS]
+# (a sanitizer build's library needs consumers built with the same sanitizers)
 set -euo pipefail
 BUILD=$1
+SAN=${2:-}
+CFLAGS_SAN=""
+if [ -n "$SAN" ]; then
+    CFLAGS_SAN="-fsanitize=$SAN"
+fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cmake --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
@@ -25,7 +31,7 @@ main(void)
 C
 export PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig"
 # shellcheck disable=SC2046
-cc -o "$TMP/app-pc" "$TMP/app.c" $(pkg-config --cflags --libs syncrep) \
+cc $CFLAGS_SAN -o "$TMP/app-pc" "$TMP/app.c" $(pkg-config --cflags --libs syncrep) \
     -Wl,-rpath,"$TMP/prefix/lib"
 "$TMP/app-pc"
 echo "pkg-config (shared): ok"
@@ -41,7 +47,8 @@ target_link_libraries(app-shared PRIVATE syncrep::syncrep_shared)
 add_executable(app-static ../app.c)
 target_link_libraries(app-static PRIVATE syncrep::syncrep_static)
 CM
-cmake -S "$TMP/cm" -B "$TMP/cm/build" -DCMAKE_PREFIX_PATH="$TMP/prefix" >/dev/null
+cmake -S "$TMP/cm" -B "$TMP/cm/build" -DCMAKE_PREFIX_PATH="$TMP/prefix" \
+    -DCMAKE_C_FLAGS="$CFLAGS_SAN" >/dev/null
 cmake --build "$TMP/cm/build" >/dev/null
 "$TMP/cm/build/app-shared"
 "$TMP/cm/build/app-static"
