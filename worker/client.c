@@ -367,7 +367,9 @@ resync(sr_client *c)
         }
         c->stats.resyncs++;
         rc = SR_OK;
-        for (size_t i = 0; rc == SR_OK && i < c->ndecls; i++) {
+        /* A non-chief's declarations are checked once the model is ready
+         * (sr_client_ready): before that the chief's may not exist yet. */
+        for (size_t i = 0; rc == SR_OK && i < c->ndecls && (c->task == 0 || c->ready_done); i++) {
             rc = declare_one(c, &c->decls[i], c->ready_done || c->task != 0);
         }
         if (rc == SR_OK && c->ready_done && c->task == 0) {
