@@ -9,6 +9,7 @@
 #include "sr_test.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,11 +168,73 @@ test_restart_kill9_between_and_mid_step_loses_nothing(void **state)
     sr_harness_fini(&h);
 }
 
+static int
+task1_joined(void *arg)
+{
+    sr_harness *h = arg;
+    char        cmd[1200], out[8192];
+    FILE       *p;
+    size_t      n;
+
+    snprintf(cmd, sizeof(cmd), "%s status --connect %s --json 2>/dev/null", sr_test_syncrep_bin(),
+             h->endpoint);
+    if ((p = popen(cmd, "r")) == NULL) {
+        return 0;
+    }
+    n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    return strstr(out, "\"task_index\":1,") != NULL;
+}
+
+static void *
+ready_thread(void *arg)
+{
+    sr_client *c = arg;
+    return (void *)(intptr_t)sr_client_ready(c);
+}
+
+/* A worker waiting for the chief while the coordinator restarts keeps
+ * waiting, and is ready once the chief (who came later) is. */
+static void
+test_restart_while_worker_waits_for_chief(void **state)
+{
+    sr_harness h;
+    sr_client *w, *chief;
+    pthread_t  t;
+    void      *ret;
+    double     x0 = 7.0, x = 0;
+    (void)state;
+
+    sr_harness_init(&h, "waitchief");
+    start(&h);
+    w = sr_harness_client(&h, 1);
+    assert_sr_ok(sr_client_declare(w, "x", SR_FLOAT64, 0, NULL, NULL));
+    assert_int_equal(pthread_create(&t, NULL, ready_thread, w), 0);
+    sr_harness_kill9(&h);
+    start(&h);
+    /* The worker finds the new coordinator (and resynchronises) before the
+     * chief has declared anything. */
+    assert_true(sr_test_wait_until(task1_joined, &h, 20000));
+    chief = sr_harness_client(&h, 0);
+    assert_sr_ok(sr_client_declare(chief, "x", SR_FLOAT64, 0, NULL, &x0));
+    assert_sr_ok(sr_client_ready(chief));
+    pthread_join(t, &ret);
+    assert_int_equal((int)(intptr_t)ret, SR_OK);
+    assert_sr_ok(sr_client_pull(w, "x", &x, sizeof(x)));
+    assert_true(x == 7.0);
+    sr_client_close(w);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart_kill9_between_and_mid_step_loses_nothing),
+        cmocka_unit_test(test_restart_while_worker_waits_for_chief),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
