@@ -3,6 +3,7 @@
 # bench/results.json.  Each benchmark pairs syncrep with a baseline measured
 # by the same program in the same run and reports the ratio; see
 # docs/performance.md.  Usage: bench/run_all.sh BUILD_DIR
+# PERF_ARGS: extra arguments for bench/perf (e.g. PERF_ARGS=--quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -16,8 +17,14 @@ run() {
     "$@" --json "$TMP/$name.json"
 }
 
+if rev=$(git rev-parse --short HEAD 2>/dev/null); then
+    git diff --quiet HEAD 2>/dev/null || rev="$rev+changes"
+    echo "# git $rev"
+fi
 run store_commit "$BUILD/bench/store/store_commit"
 run local_reduce "$BUILD/bench/gpu/local_reduce"
+# shellcheck disable=SC2086  # PERF_ARGS is a list of words
+run perf "$BUILD/bench/perf/perf" --syncrep "$BUILD/cli/syncrep" ${PERF_ARGS:-}
 
 {
     echo "{"
