@@ -55,6 +55,7 @@ typedef struct decl {
 
 struct sr_client {
     void    *ctx, *sock;
+    void    *mon; /* PAIR reading the DEALER's connect events */
     char    *endpoint;
     int      task;
     int      timeout_ms;
@@ -248,6 +249,32 @@ recv_msg(sr_client *c)
     return ok ? 0 : -1;
 }
 
+/* Drain the monitor; 1 if the DEALER (re)connected. */
+static int
+reconnected(sr_client *c)
+{
+    int connected = 0;
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return connected;
+        }
+        if (zmq_msg_size(&ev) >= 2) {
+            const uint8_t *e = zmq_msg_data(&ev);
+            connected |= (uint16_t)(e[0] | e[1] << 8) == ZMQ_EVENT_CONNECTED;
+        }
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) {
+            zmq_msg_init(&addr);
+            zmq_msg_recv(&addr, c->mon, 0);
+            zmq_msg_close(&addr);
+        }
+    }
+}
+
 /* Request/reply.  mode_token: the request is a TOKEN: re-send it every
  * second with the same id and PING alongside, waiting as long as the
  * coordinator answers pings.  Returns SR_OK (reply in c->rh / c->rep; its
@@ -273,15 +300,22 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
         return fail(c, SR_EMSG, "send %s: %s", sr_wire_type_name(type), zmq_strerror(errno));
     }
     for (;;) {
-        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->mon, 0, ZMQ_POLLIN, 0}};
         now = sr_clock_now_ms();
         int64_t wait = next_resend - now;
-        int     rc = zmq_poll(&it, 1, wait > 0 ? (long)wait : 0);
+        int     rc = zmq_poll(it, c->mon ? 2 : 1, wait > 0 ? (long)wait : 0);
 
         if (rc < 0 && errno != EINTR) {
             return fail(c, SR_EMSG, "poll: %s", zmq_strerror(errno));
         }
-        if (rc > 0 && (it.revents & ZMQ_POLLIN)) {
+        if (rc > 0 && c->mon != NULL && (it[1].revents & ZMQ_POLLIN) && reconnected(c)) {
+            /* A new connection (a restarted coordinator, most likely): what
+             * was in flight on the old one is lost, so send it again now
+             * rather than at the resend timer (pushes are deduplicated). */
+            next_resend = sr_clock_now_ms();
+            continue;
+        }
+        if (rc > 0 && (it[0].revents & ZMQ_POLLIN)) {
             if (recv_msg(c) != 0) {
                 continue;
             }
@@ -413,7 +447,7 @@ int
 sr_client_open(sr_client **out, const sr_client_options *opts)
 {
     sr_client *c;
-    int        zero = 0, ivl = 100, ivl_max = 1000, sndtimeo = 5000;
+    int        zero = 0, ivl = 100, ivl_max = 0, sndtimeo = 5000;
     int        rc;
 
     if (out == NULL || opts == NULL || opts->endpoint == NULL || opts->task_index < 0) {
@@ -465,6 +499,13 @@ sr_client_open(sr_client **out, const sr_client_options *opts)
         rc = sr_fail(SR_EINVAL, "CURVE keys: %s", zmq_strerror(errno));
         goto fail;
     }
+    char mon[64];
+    snprintf(mon, sizeof(mon), "inproc://syncrep-client-%016llx", (unsigned long long)c->client_id);
+    if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED) == 0 &&
+        (c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) != NULL && zmq_connect(c->mon, mon) != 0) {
+        zmq_close(c->mon); /* without it, resends wait for their timer */
+        c->mon = NULL;
+    }
     if (zmq_connect(c->sock, c->endpoint) != 0) {
         rc = sr_fail(SR_EINVAL, "connect %s: %s", c->endpoint, zmq_strerror(errno));
         goto fail;
@@ -500,7 +541,11 @@ sr_client_close(sr_client *c)
         free(c->decls[i].init);
     }
     free(c->decls);
+    if (c->mon != NULL) {
+        zmq_close(c->mon);
+    }
     if (c->sock != NULL) {
+        zmq_socket_monitor(c->sock, NULL, 0);
         zmq_close(c->sock);
     }
     if (c->ctx != NULL) {
