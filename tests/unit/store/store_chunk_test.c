@@ -6,23 +6,6 @@
 
 #define N 80 /* float32 elements: 320 bytes = 5 chunks of 64 */
 
-static int64_t
-sql_i64(const char *path, const char *sql)
-{
-    sqlite3      *db = NULL;
-    sqlite3_stmt *s = NULL;
-    int64_t       v = -1;
-
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        v = sqlite3_column_int64(s, 0);
-    }
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return v;
-}
-
 static void
 sql_exec(const char *path, const char *sql)
 {

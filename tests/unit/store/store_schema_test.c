@@ -16,23 +16,6 @@ sql_exec(const char *path, const char *sql)
     assert_int_equal(sqlite3_close(db), SQLITE_OK);
 }
 
-static int64_t
-sql_i64(const char *path, const char *sql)
-{
-    sqlite3      *db = NULL;
-    sqlite3_stmt *s = NULL;
-    int64_t       v = -1;
-
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-    if (sqlite3_step(s) == SQLITE_ROW) {
-        v = sqlite3_column_int64(s, 0);
-    }
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return v;
-}
-
 /* A closed store with one variable committed a few times (~ several pages). */
 static void
 make_store(const char *path)

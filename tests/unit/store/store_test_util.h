@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "sr_test.h"
 #include "store/store.h"
 
@@ -142,6 +144,24 @@ file_exists(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0;
+}
+
+/* One integer from a query on the file, through SQLite directly. */
+static inline int64_t
+sql_i64(const char *path, const char *sql)
+{
+    sqlite3      *db = NULL;
+    sqlite3_stmt *s = NULL;
+    int64_t       v = -1;
+
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        v = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return v;
 }
 
 #endif
