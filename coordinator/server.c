@@ -1669,9 +1669,11 @@ coord_start(coord *c)
     sr_strbuf_init(&cfg);
     sr_strbuf_printf(&cfg,
                      "{\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
-                     "\"learning_rate\":%.17g,\"checkpoint_every_steps\":%d,\"step_log\":%s}",
+                     "\"learning_rate\":%.17g,\"checkpoint_every_steps\":%d,\"step_log\":%s,"
+                     "\"commit\":\"%s\",\"sync\":\"%s\"}",
                      o->R, o->N, sr__optim_name(o->optim.kind), o->optim.lr, o->checkpoint_every,
-                     o->step_log ? "true" : "false");
+                     o->step_log ? "true" : "false", o->commit_async ? "async" : "sync",
+                     o->sync_normal ? "normal" : "full");
     rc = sr_strbuf_result(&cfg, &cfg_text);
     if (rc == SR_OK) {
         rc = sr_store_set_config(c->st, cfg_text);
