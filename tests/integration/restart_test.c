@@ -9,10 +9,12 @@
 #include "sr_test.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 #include "store/store.h"
@@ -229,12 +231,54 @@ test_restart_while_worker_waits_for_chief(void **state)
     sr_harness_fini(&h);
 }
 
+/* SIGTERM in the middle of a step: the coordinator waits (within its grace
+ * period) for the step to complete, commits it, and exits 0. */
+static void
+test_restart_sigterm_finishes_the_step_in_progress(void **state)
+{
+    sr_harness    h;
+    sr_client    *c[2];
+    double        x0 = 1.0, g = 1.0;
+    sr_store     *st;
+    sr_store_opts o;
+    sr_store_info info;
+    (void)state;
+
+    sr_harness_init(&h, "sigterm");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--grace-ms",
+                     "20000", NULL);
+    for (int i = 0; i < 2; i++) {
+        c[i] = sr_harness_client(&h, i);
+        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    assert_sr_ok(sr_client_ready(c[1]));
+    assert_sr_ok(sr_client_push(c[0], "x", &g, sizeof(g))); /* 1 of 2 */
+    kill(h.pid, SIGTERM);
+    /* Still serving during the grace period: the second gradient completes
+     * the step. */
+    assert_sr_ok(sr_client_push(c[1], "x", &g, sizeof(g)));
+    int st_code = sr_harness_stop(&h); /* already stopping: reaps it */
+    assert_true(WIFEXITED(st_code) && WEXITSTATUS(st_code) == 0);
+    memset(&o, 0, sizeof(o));
+    o.readonly = 1;
+    assert_sr_ok(sr_store_open(h.store, &o, &st));
+    assert_sr_ok(sr_store_get_info(st, &info));
+    assert_int_equal(info.global_step, 1);
+    sr_store_close(st);
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart_kill9_between_and_mid_step_loses_nothing),
         cmocka_unit_test(test_restart_while_worker_waits_for_chief),
+        cmocka_unit_test(test_restart_sigterm_finishes_the_step_in_progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
