@@ -113,6 +113,7 @@ typedef struct coord {
     int64_t              pending_release; /* tokens to release once committed */
     int64_t              last_rate_ms, last_rate_step;
     uint64_t             malformed;
+    uint64_t             max_var_bytes; /* the largest variable's size */
     int64_t              last_malformed_log_ms;
     double               steps_per_s;
     /* --commit async: a writer thread with its own store connection commits
@@ -438,6 +439,9 @@ add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots)
         c->ntrainable++;
     }
     c->nvars++;
+    if (v->meta.nbytes > c->max_var_bytes) {
+        c->max_var_bytes = v->meta.nbytes;
+    }
     return SR_OK;
 fail:
     v->vb = NULL; /* still the caller's */
@@ -1481,6 +1485,21 @@ count_malformed(coord *c, const char *why)
     }
 }
 
+/* A body frame larger than the largest variable plus 1 MiB: nothing but a
+ * DECLARE (whose size the handler checks against the declared shape) may
+ * be that big. */
+static int
+oversized(const coord *c, zmq_msg_t *body, int n)
+{
+    uint64_t limit = c->max_var_bytes + (1u << 20);
+    for (int i = 0; i < n; i++) {
+        if (zmq_msg_size(&body[i]) > limit) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void
 dispatch(coord *c, zmq_msg_t *parts, int nparts)
 {
@@ -1503,6 +1522,14 @@ dispatch(coord *c, zmq_msg_t *parts, int nparts)
     type = r.h.type;
     if (type & SR_WIRE_REPLY) {
         count_malformed(c, "a reply sent to the coordinator");
+        return;
+    }
+    if (type != SR_MSG_DECLARE && oversized(c, r.body, r.nbody)) {
+        /* Larger than any variable: no valid message of this type is this
+         * big.  (Beyond the transport's limit, ZeroMQ drops the connection
+         * before the coordinator sees anything.) */
+        count_malformed(c, "oversized frame");
+        REPLY_ERR(&r, SR_EPROTO, "a frame is larger than any variable of the model plus headroom");
         return;
     }
     if (type == SR_MSG_STATUS) {

@@ -319,6 +319,13 @@ test_protocol_bad_messages_answered_and_change_nothing(void **state)
     expect_error(&r, SR_EINVAL);
     raw_push(&r, 1, "x", SR_FLOAT64, &nan_g, sizeof(nan_g), 0, 5);
     expect_error(&r, SR_ENONFINITE);
+    /* A frame larger than any variable (plus 1 MiB): refused as malformed. */
+    size_t  big_len = (2u << 20) + 8;
+    double *big = calloc(1, big_len);
+    assert_non_null(big);
+    raw_push(&r, 1, "x", SR_FLOAT64, big, big_len, 0, 6);
+    expect_error(&r, SR_EPROTO);
+    free(big);
     /* A push with a missing data frame, and an unreadable descriptor. */
     const void *b1[1] = {"\x01\x00x\x02"};
     size_t      l1[1] = {4};
