@@ -1,13 +1,12 @@
 /*
- * Corpus replay for the store fuzz target, in every build and with any
- * compiler (SQLite fuzzcheck): each argument is a file or a directory of
- * files, fed in name order to LLVMFuzzerTestOneInput, which aborts on a store
- * bug.  Files named "valid-*" must also open read-only and verify clean
- * (fuzz_store_seed_ok), so the seeds cannot rot when the format changes.
- * Exit status: 0 all passed, 1 a valid-* seed was refused or nothing was
- * replayed, 2 usage or I/O error.
+ * Corpus replay for a fuzz target, in every build and with any compiler
+ * (SQLite fuzzcheck): each argument is a file or a directory of files, fed
+ * in name order to LLVMFuzzerTestOneInput, which aborts on a bug.  Files
+ * named "valid-*" must also pass the target's fuzz_seed_ok, so the seeds
+ * cannot rot when the format changes.  Exit status: 0 all passed, 1 a
+ * valid-* seed was refused or nothing was replayed, 2 usage or I/O error.
  *
- *     fuzz_store_replay tests/fuzz/store/corpus [more files or dirs]
+ *     fuzz_<target>_replay tests/fuzz/<target>/corpus [more files or dirs]
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fuzz_store.h"
+#include "replay.h"
 
 typedef struct {
     size_t inputs;  /* files fed to the target */
@@ -86,9 +85,8 @@ replay_file(const char *path, const char *base, tally *t)
     t->inputs++;
     if (strncmp(base, "valid-", 6) == 0) {
         t->valid++;
-        if (!fuzz_store_seed_ok(buf, len)) {
-            fprintf(stderr, "fuzz_replay: %s: named valid-* but does not open and verify clean\n",
-                    path);
+        if (!fuzz_seed_ok(buf, len)) {
+            fprintf(stderr, "fuzz_replay: %s: named valid-* but %s\n", path, fuzz_seed_rule);
             t->refused++;
         }
     }
