@@ -22,7 +22,7 @@
  * and its wall clock fields are set to fixed values, so the files are small
  * and running the generator again rewrites the same bytes.  File format: fuzz_store.h
  * (a mode byte, then the file).  Files named "valid-*" must open read-only
- * and verify clean (checked here and by fuzz_replay.c).
+ * and verify clean (checked here and by tests/fuzz/replay.c).
  *
  * A test tool: unlike the target it includes sqlite3.h, to edit and damage
  * the stores.

@@ -3,7 +3,7 @@
  * tests/fuzz/wire/corpus/): a valid message of every type, request and reply
  * (including error replies), then truncated, malformed and garbled variants.
  * Deterministic: running it again rewrites the same files.  Files named
- * "valid-*" must stay well-formed messages (checked by fuzz_replay.c).
+ * "valid-*" must stay well-formed messages (checked by tests/fuzz/replay.c).
  *
  *     build/tests/fuzz/wire/fuzz_wire_gen_corpus tests/fuzz/wire/corpus
  *
