@@ -24,7 +24,7 @@
  *     one changed the previous step;
  *   - set_config/new_incarnation results not read back.
  * Crashes, leaks and undefined behaviour are found by ASan/UBSan/LSan.
- * The corpus in corpus/ replays under ctest in every build (fuzz_replay.c).
+ * The corpus in corpus/ replays under ctest in every build (tests/fuzz/replay.c).
  */
 #include "fuzz_store.h"
 #include "../replay.h"

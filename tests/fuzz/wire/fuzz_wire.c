@@ -7,7 +7,7 @@
  *   - decode fails    -> *out is untouched;
  *   - encode of any struct (built from raw input bytes) either refuses (0) or
  *     writes at most cap bytes that decode, and re-encode to the same bytes.
- * The corpus in corpus/ replays under ctest in every build (fuzz_replay.c).
+ * The corpus in corpus/ replays under ctest in every build (tests/fuzz/replay.c).
  */
 #include "fuzz_wire.h"
 #include "../replay.h"
