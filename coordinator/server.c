@@ -113,7 +113,10 @@ typedef struct coord {
     int64_t              pending_release; /* tokens to release once committed */
     int64_t              last_rate_ms, last_rate_step;
     uint64_t             malformed;
-    uint64_t             max_var_bytes; /* the largest variable's size */
+    uint64_t             max_var_bytes;   /* the largest variable's size */
+    uint64_t             total_var_bytes; /* all variables' sizes */
+    uint32_t            *index;           /* find_var's name index */
+    size_t               index_cap;
     int64_t              last_malformed_log_ms;
     double               steps_per_s;
     /* --commit async: a writer thread with its own store connection commits
@@ -197,14 +200,65 @@ value_for_write(cvar *v)
     return SR_OK;
 }
 
+static uint64_t
+name_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s != '\0'; s++) {
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* Every push, pull and declare looks a variable up by name: an open-
+ * addressing index of the variables (slot = index + 1, 0 = empty), at most
+ * half full, rebuilt when the model grows. */
+static void
+index_insert(coord *c, size_t i)
+{
+    size_t k = (size_t)name_hash(c->vars[i].meta.name) & (c->index_cap - 1);
+    while (c->index[k] != 0) {
+        k = (k + 1) & (c->index_cap - 1);
+    }
+    c->index[k] = (uint32_t)(i + 1);
+}
+
+/* Make room in the index for one more variable. */
+static sr_err
+index_reserve(coord *c)
+{
+    size_t cap = 16;
+
+    if (2 * (c->nvars + 1) <= c->index_cap) {
+        return SR_OK;
+    }
+    while (cap < 2 * (c->nvars + 1)) {
+        cap *= 2;
+    }
+    uint32_t *slots = calloc(cap, sizeof(*slots));
+    if (slots == NULL) {
+        return sr_fail(SR_ENOMEM, "variable index of %zu slots", cap);
+    }
+    free(c->index);
+    c->index = slots;
+    c->index_cap = cap;
+    for (size_t i = 0; i < c->nvars; i++) {
+        index_insert(c, i);
+    }
+    return SR_OK;
+}
+
 static cvar *
 find_var(coord *c, const char *name)
 {
-    /* Linear: models have tens to hundreds of variables, and the comparison
-     * stops at the first differing byte. */
-    for (size_t i = 0; i < c->nvars; i++) {
-        if (strcmp(c->vars[i].meta.name, name) == 0) {
-            return &c->vars[i];
+    if (c->index_cap == 0) {
+        return NULL;
+    }
+    for (size_t k = (size_t)name_hash(name) & (c->index_cap - 1); c->index[k] != 0;
+         k = (k + 1) & (c->index_cap - 1)) {
+        cvar *v = &c->vars[c->index[k] - 1];
+        if (strcmp(v->meta.name, name) == 0) {
+            return v;
         }
     }
     return NULL;
@@ -286,9 +340,11 @@ typedef struct {
 
 /* Send a reply to `cl_rid`; frames are copied.  Returns 0, or -1 when the
  * peer is gone or its queue is full (the caller decides what that loses). */
+/* The routing id and the reply header (more: frames follow).  0, or -1
+ * when the peer is gone or its queue is full. */
 static int
-send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req, int status,
-           int64_t local_step, const frame *frames, int nframes)
+send_head(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req, int status,
+          int64_t local_step, int more)
 {
     sr_wire_header h = *req;
     uint8_t        hb[SR_WIRE_HEADER_BYTES];
@@ -299,10 +355,18 @@ send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *r
     h.status = status;
     h.local_step = local_step;
     sr_wire_header_encode(&h, hb);
-    if (zmq_send(c->sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    if (zmq_send(c->sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(c->sock, hb, sizeof(hb), (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
         return -1;
     }
-    if (zmq_send(c->sock, hb, sizeof(hb), (nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+    return 0;
+}
+
+static int
+send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req, int status,
+           int64_t local_step, const frame *frames, int nframes)
+{
+    if (send_head(c, rid, rid_len, req, status, local_step, nframes > 0) != 0) {
         return -1;
     }
     for (int i = 0; i < nframes; i++) {
@@ -404,6 +468,9 @@ add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots)
     cvar  *v;
     sr_err rc;
 
+    if ((rc = index_reserve(c)) != SR_OK) {
+        return rc;
+    }
     v = grow_array(c->vars, &c->cap_vars, c->nvars + 1, sizeof(*v));
     if (v == NULL) {
         return sr_fail(SR_ENOMEM, "variable table");
@@ -439,9 +506,11 @@ add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots)
         c->ntrainable++;
     }
     c->nvars++;
+    index_insert(c, c->nvars - 1);
     if (v->meta.nbytes > c->max_var_bytes) {
         c->max_var_bytes = v->meta.nbytes;
     }
+    c->total_var_bytes += v->meta.nbytes;
     return SR_OK;
 fail:
     v->vb = NULL; /* still the caller's */
@@ -732,14 +801,21 @@ async_snapshot(coord *c)
     pthread_mutex_unlock(&c->wmu);
 }
 
+/* The store options of the coordinator's connections. */
+static void
+store_opts(const sr_coord_opts *o, sr_store_opts *so)
+{
+    memset(so, 0, sizeof(*so));
+    so->sync = o->sync_normal ? SR_STORE_SYNC_NORMAL : SR_STORE_SYNC_FULL;
+    so->keep_checkpoints = o->keep_checkpoints;
+}
+
 static sr_err
 writer_start(coord *c)
 {
     sr_store_opts so;
 
-    memset(&so, 0, sizeof(so));
-    so.sync = c->o->sync_normal ? SR_STORE_SYNC_NORMAL : SR_STORE_SYNC_FULL;
-    so.keep_checkpoints = c->o->keep_checkpoints;
+    store_opts(c->o, &so);
     so.skip_quick_check = 1; /* the loop's connection checked the file */
     sr_err rc = sr_store_open(c->o->store_path, &so, &c->wst);
     if (rc != SR_OK) {
@@ -904,16 +980,12 @@ send_value_frame(coord *c, cvar *v, int last)
     return 0;
 }
 
-/* Whether a TOKEN reply may carry the whole model (issue: one round trip per
+/* Whether a TOKEN reply may carry the whole model (one round trip per
  * step for small models). */
 static int
 piggyback_ok(const coord *c)
 {
-    uint64_t total = 0;
-    for (size_t i = 0; i < c->nvars; i++) {
-        total += c->vars[i].meta.nbytes;
-    }
-    return c->nvars > 0 && total <= c->o->piggyback_max_bytes;
+    return c->nvars > 0 && c->total_var_bytes <= c->o->piggyback_max_bytes;
 }
 
 static void
@@ -938,22 +1010,16 @@ send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want)
 {
     sr_wire_header   h;
     sr_wire_vars_hdr vh = {c->global_step, (uint32_t)c->nvars};
-    uint8_t          hb[SR_WIRE_HEADER_BYTES], vb[16], db[SR_WIRE_BODY_MAX];
+    uint8_t          vb[16], db[SR_WIRE_BODY_MAX];
     frame            f;
     int              vars = want && piggyback_ok(c);
 
     memset(&h, 0, sizeof(h));
-    h.type = SR_MSG_TOKEN | SR_WIRE_REPLY;
+    h.type = SR_MSG_TOKEN;
     h.request_id = req_id;
-    h.incarnation = c->incarnation;
     h.client_id = cl->client_id;
     h.task_index = cl->task;
-    h.local_step = token;
-    sr_wire_header_encode(&h, hb);
-    if (zmq_send(c->sock, cl->rid, cl->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        return -1;
-    }
-    if (zmq_send(c->sock, hb, sizeof(hb), (vars ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+    if (send_head(c, cl->rid, cl->rid_len, &h, SR_OK, token, vars) != 0) {
         return -1;
     }
     if (!vars) {
@@ -1085,7 +1151,7 @@ handle_declare(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EINVAL, "DECLARE %s: %s", d.name, sr_errdetail());
         return;
     }
-    trainable = sr_dtype_is_float(d.dtype) && !(d.flags & 0x1);
+    trainable = sr_dtype_is_float(d.dtype) && !(d.flags & SR_DECLARE_NOT_TRAINABLE);
     describe(d.dtype, d.ndim, d.shape, want, sizeof(want));
     if ((v = find_var(c, d.name)) != NULL) {
         describe(v->meta.dtype, v->meta.ndim, v->meta.shape, have, sizeof(have));
@@ -1211,17 +1277,7 @@ handle_pull(coord *c, req_ctx *r)
 static void
 send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v)
 {
-    sr_wire_header h = r->h;
-    uint8_t        hb[SR_WIRE_HEADER_BYTES];
-
-    h.type = (uint8_t)(r->h.type | SR_WIRE_REPLY);
-    h.flags = 0;
-    h.incarnation = c->incarnation;
-    h.status = SR_OK;
-    h.local_step = c->global_step;
-    sr_wire_header_encode(&h, hb);
-    if (zmq_send(c->sock, r->rid, r->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-        zmq_send(c->sock, hb, sizeof(hb), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+    if (send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 1) == 0 &&
         zmq_send(c->sock, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
         send_value_frame(c, v, 1);
     }
@@ -1666,10 +1722,8 @@ coord_start(coord *c)
     sr_err               rc;
     const sr_coord_opts *o = c->o;
 
-    memset(&so, 0, sizeof(so));
-    so.sync = o->sync_normal ? SR_STORE_SYNC_NORMAL : SR_STORE_SYNC_FULL;
+    store_opts(o, &so);
     so.create = 1;
-    so.keep_checkpoints = o->keep_checkpoints;
     if ((rc = sr_store_open(o->store_path, &so, &c->st)) != SR_OK) {
         return rc;
     }
@@ -1903,6 +1957,7 @@ coord_free(coord *c)
         free_var(&c->vars[i]);
     }
     free(c->vars);
+    free(c->index);
     free(c->clients);
     free(c->workers);
     free(c->log);
