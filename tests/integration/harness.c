@@ -106,3 +106,20 @@ sr_harness_client(sr_harness *h, int task)
     assert_sr_ok(rc);
     return c;
 }
+
+int
+sr_harness_status(sr_harness *h, char *out, size_t cap)
+{
+    char   cmd[1200];
+    FILE  *p;
+    size_t n;
+
+    snprintf(cmd, sizeof(cmd), "%s status --connect %s --json 2>/dev/null", sr_test_syncrep_bin(),
+             h->endpoint);
+    if ((p = popen(cmd, "r")) == NULL) {
+        return -1;
+    }
+    n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    return pclose(p) == 0 ? 0 : -1;
+}

@@ -27,6 +27,9 @@ int sr_harness_stop(sr_harness *h);
  * if the test failed: set keep). */
 void sr_harness_fini(sr_harness *h);
 
+/* `syncrep status --connect ENDPOINT --json` into out; 0 on success. */
+int sr_harness_status(sr_harness *h, char *out, size_t cap);
+
 /* Open a client for task `task` (fails the test on error). */
 sr_client *sr_harness_client(sr_harness *h, int task);
 

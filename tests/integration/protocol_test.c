@@ -199,29 +199,13 @@ test_protocol_resent_push_counted_once(void **state)
     sr_harness_fini(&h);
 }
 
-/* `syncrep status --json` into out; 0 on success. */
-static int
-status_json(sr_harness *h, char *out, size_t cap)
-{
-    char   cmd[1200];
-    FILE  *p;
-    size_t n;
-
-    snprintf(cmd, sizeof(cmd), "%s status --connect %s --json", sr_test_syncrep_bin(), h->endpoint);
-    if ((p = popen(cmd, "r")) == NULL) {
-        return -1;
-    }
-    n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    return pclose(p) == 0 ? 0 : -1;
-}
-
 static int
 task1_not_waiting(void *arg)
 {
     char        out[8192];
     const char *w;
-    if (status_json(arg, out, sizeof(out)) != 0 || (w = strstr(out, "\"task_index\":1,")) == NULL) {
+    if (sr_harness_status(arg, out, sizeof(out)) != 0 ||
+        (w = strstr(out, "\"task_index\":1,")) == NULL) {
         return 0;
     }
     return strstr(w, "\"waiting_for_token\":false") != NULL;
@@ -389,7 +373,7 @@ test_protocol_status_reports_workers_and_counts(void **state)
 
     assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g))); /* accepted: step 1 */
     assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g))); /* stale: still local 0 */
-    assert_int_equal(status_json(&h, out, sizeof(out)), 0);
+    assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "\"global_step\":1"));
     assert_non_null(strstr(out, "\"replicas_to_aggregate\":1"));
     assert_non_null(strstr(out, "\"task_index\":0"));

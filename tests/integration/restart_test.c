@@ -173,20 +173,9 @@ test_restart_kill9_between_and_mid_step_loses_nothing(void **state)
 static int
 task1_joined(void *arg)
 {
-    sr_harness *h = arg;
-    char        cmd[1200], out[8192];
-    FILE       *p;
-    size_t      n;
-
-    snprintf(cmd, sizeof(cmd), "%s status --connect %s --json 2>/dev/null", sr_test_syncrep_bin(),
-             h->endpoint);
-    if ((p = popen(cmd, "r")) == NULL) {
-        return 0;
-    }
-    n = fread(out, 1, sizeof(out) - 1, p);
-    out[n] = '\0';
-    pclose(p);
-    return strstr(out, "\"task_index\":1,") != NULL;
+    char out[8192];
+    return sr_harness_status(arg, out, sizeof(out)) == 0 &&
+           strstr(out, "\"task_index\":1,") != NULL;
 }
 
 static void *
