@@ -271,19 +271,6 @@ note(chaos *c, int role, int task, const char *what)
 
 /* ---- status ------------------------------------------------------------- */
 
-static int
-field_i64(const char *json, const char *key, int64_t *out)
-{
-    char        pat[64];
-    const char *p;
-    snprintf(pat, sizeof(pat), "\"%s\":", key);
-    if ((p = strstr(json, pat)) == NULL) {
-        return -1;
-    }
-    *out = strtoll(p + strlen(pat), NULL, 10);
-    return 0;
-}
-
 /* Ask the coordinator for its state; 0 if it answered within 200 ms. */
 static int
 poll_status(chaos *c)
@@ -324,8 +311,10 @@ poll_status(chaos *c)
         snprintf(json, sizeof(json), "%.*s", (int)zmq_msg_size(&m), (const char *)zmq_msg_data(&m));
         zmq_msg_close(&m);
         int64_t rs;
-        if (field_i64(json, "global_step", &g) || field_i64(json, "committed_step", &cm) ||
-            field_i64(json, "incarnation", &inc) || field_i64(json, "restored_step", &rs)) {
+        if (sr__chaos_json_i64(json, "global_step", &g) ||
+            sr__chaos_json_i64(json, "committed_step", &cm) ||
+            sr__chaos_json_i64(json, "incarnation", &inc) ||
+            sr__chaos_json_i64(json, "restored_step", &rs)) {
             return -1;
         }
         c->restored = rs;

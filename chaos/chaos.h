@@ -59,6 +59,10 @@ sr_err sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *opti
                      sr_chaos_evidence *out);
 void   sr_chaos_evidence_free(sr_chaos_evidence *e);
 
+/* The integer after "key": in flat JSON text (status replies, stored
+ * configs); 0 and *out set, or -1 when the key is absent. */
+int sr__chaos_json_i64(const char *json, const char *key, int64_t *out);
+
 /* Judge the evidence; fills checks[SR_CHAOS_NCHECKS]; returns 1 if all pass. */
 int sr_chaos_verify(const sr_chaos_evidence *e, sr_chaos_check *checks);
 

@@ -42,16 +42,18 @@ sr_chaos_evidence_free(sr_chaos_evidence *e)
     memset(e, 0, sizeof(*e));
 }
 
-static int
-config_int(const char *json, const char *key, int dflt)
+int
+sr__chaos_json_i64(const char *json, const char *key, int64_t *out)
 {
     char        pat[80];
     const char *p;
+
     snprintf(pat, sizeof(pat), "\"%s\":", key);
     if (json == NULL || (p = strstr(json, pat)) == NULL) {
-        return dflt;
+        return -1;
     }
-    return atoi(p + strlen(pat));
+    *out = strtoll(p + strlen(pat), NULL, 10);
+    return 0;
 }
 
 sr_err
@@ -122,7 +124,9 @@ sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim, sr_c
     for (size_t i = 0; i < nincs; i++) {
         out->incs[i].incarnation = incs[i].incarnation;
         out->incs[i].restored_step = incs[i].restored_step;
-        out->incs[i].R = config_int(incs[i].config, "replicas_to_aggregate", 0);
+        int64_t r = 0;
+        sr__chaos_json_i64(incs[i].config, "replicas_to_aggregate", &r);
+        out->incs[i].R = (int)r;
         for (size_t k = 0; k < nrw; k++) {
             if (rw[k].incarnation == incs[i].incarnation) {
                 out->incs[i].rewound = 1;
