@@ -21,6 +21,7 @@ typedef struct {
     sr_optim    optim;
     int         checkpoint_every;      /* commit every k steps; 0 = only at shutdown */
     int         keep_checkpoints;      /* retained restorable steps */
+    int         store_page_size;       /* a new store's SQLite page size; 0 = the store's */
     int64_t     resume_from_step;      /* -1 = latest; else rewind to this retained step */
     int         step_log;              /* record contributors of every step */
     int         sync_normal;           /* synchronous=NORMAL instead of FULL */

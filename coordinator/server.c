@@ -808,6 +808,7 @@ store_opts(const sr_coord_opts *o, sr_store_opts *so)
     memset(so, 0, sizeof(*so));
     so->sync = o->sync_normal ? SR_STORE_SYNC_NORMAL : SR_STORE_SYNC_FULL;
     so->keep_checkpoints = o->keep_checkpoints;
+    so->page_size = o->store_page_size;
 }
 
 static sr_err
@@ -1598,7 +1599,12 @@ dispatch(coord *c, zmq_msg_t *parts, int nparts)
     }
     if (type != SR_MSG_PING && type != SR_MSG_TOKEN && r.h.request_id > r.cl->last_req) {
         r.cl->last_req = r.h.request_id;
-        r.cl->parked = 0; /* the client moved on: it no longer waits for a token */
+        if (r.h.request_id > r.cl->parked_req) {
+            /* The client moved on: it no longer waits for a token.  (An
+             * older request re-sent while the token is parked, a pipelined
+             * push, does not withdraw it.) */
+            r.cl->parked = 0;
+        }
     }
     if (type != SR_MSG_HELLO && type != SR_MSG_PING && type != SR_MSG_STATUS &&
         r.h.incarnation != c->incarnation) {

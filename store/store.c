@@ -711,6 +711,13 @@ fill_opts(const sr_store_opts *in, sr_store_opts *o)
     if (o->wal_checkpoint_bytes == 0) {
         o->wal_checkpoint_bytes = SR_STORE_DEFAULT_WAL_BYTES;
     }
+    if (o->page_size == 0) {
+        o->page_size = SR_STORE_PAGE_SIZE;
+    }
+    if (o->page_size < 512 || o->page_size > 65536 || (o->page_size & (o->page_size - 1)) != 0) {
+        return sr_fail(SR_EINVAL, "sr_store_open: page_size %d is not a power of two in 512..65536",
+                       o->page_size);
+    }
     if (o->busy_timeout_ms == 0) {
         o->busy_timeout_ms = 5000;
     }

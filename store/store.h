@@ -46,6 +46,12 @@ typedef struct {
                                       this much; 0 = 512 MiB.  Bigger = fewer, cheaper
                                       checkpoints (a page rewritten by several commits is
                                       copied once) and a bigger -wal file on disk */
+    int page_size;                 /* added: SQLite page size of a new store, a power of two
+                                      in 512..65536; 0 = 65536.  Fixed at creation (an
+                                      existing store keeps its own).  Big pages make big
+                                      tensors cheap to write; every commit writes at least
+                                      a handful of whole pages, so small models commit
+                                      faster with small ones (docs/store.md) */
 } sr_store_opts;
 
 /* What the store says about itself. */

@@ -503,7 +503,7 @@ sr__store_setup(sr_store *st, int empty)
     }
     if (empty) {
         /* Only possible before the first table exists (and before WAL). */
-        snprintf(sql, sizeof(sql), "PRAGMA page_size = %d", SR_STORE_PAGE_SIZE);
+        snprintf(sql, sizeof(sql), "PRAGMA page_size = %d", st->opts.page_size);
         if ((rc = sr__store_exec(st, sql)) != SR_OK) {
             return rc;
         }

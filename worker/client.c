@@ -42,6 +42,11 @@
 #define MAX_REPLY_FRAMES   (2 + 2 * 65536) /* a TOKEN reply carrying every variable */
 #define RESTARTED          1               /* internal: the coordinator's incarnation changed */
 #define DECLARE_CHECK_ONLY SR_WIRE_DECLARE_CHECK_ONLY
+/* Pipelined pushes (see push_common): each at most PIPE_PUSH_MAX bytes, at
+ * most PIPE_MAX_BYTES / PIPE_MAX_COUNT of them unacknowledged. */
+#define PIPE_PUSH_MAX  (1u << 20)
+#define PIPE_MAX_BYTES (16u << 20)
+#define PIPE_MAX_COUNT 1024
 
 typedef struct decl {
     char     name[SR_WIRE_MAX_NAME + 1];
@@ -82,9 +87,23 @@ struct sr_client {
         char      name[SR_WIRE_MAX_NAME + 1];
         zmq_msg_t value;
     } * cache;
-    int             ncache, cap_cache;
-    int64_t         cache_step; /* the global step of the cached values */
-    int             pulled;     /* pulls since the last step: ask for the variables */
+    int     ncache, cap_cache;
+    int64_t cache_step; /* the global step of the cached values */
+    int     pulled;     /* pulls since the last step: ask for the variables */
+    /* Pushes sent and not yet acknowledged, in send order: each owns a copy
+     * of its descriptor and gradient (for resends); entries past npend keep
+     * their buffers for reuse. */
+    struct pend {
+        uint64_t req, seq;
+        int64_t  local_step;
+        char     name[SR_WIRE_MAX_NAME + 1];
+        uint8_t *buf; /* descriptor, then gradient */
+        size_t   desc_len, data_len, cap;
+    } * pend;
+    int             npend, cap_pend;
+    size_t          pend_bytes;
+    int             deferred_rc; /* a pipelined push's refusal, reported by the next step */
+    char            deferred_err[1024];
     sr_client_stats stats;
     char            err[1024];
 };
@@ -275,17 +294,97 @@ reconnected(sr_client *c)
     }
 }
 
+/* ---- pipelined pushes --------------------------------------------------- */
+
+static void
+count_outcome(sr_client *c, int outcome)
+{
+    c->stats.pushes++;
+    if (outcome == SR_PUSH_ACCEPTED) {
+        c->stats.accepted++;
+    } else if (outcome == SR_PUSH_STALE) {
+        c->stats.stale++;
+    } else {
+        c->stats.duplicate++;
+    }
+}
+
+static void
+pend_remove(sr_client *c, int i)
+{
+    struct pend gone = c->pend[i];
+
+    memmove(&c->pend[i], &c->pend[i + 1], (size_t)(c->npend - i - 1) * sizeof(gone));
+    c->npend--;
+    c->pend[c->npend] = gone; /* keeps its buffer for the next push */
+    c->pend_bytes -= gone.desc_len + gone.data_len;
+}
+
+static int
+pend_send(sr_client *c, const struct pend *p, uint16_t flags)
+{
+    frame f[2] = {{p->buf, p->desc_len}, {p->buf + p->desc_len, p->data_len}};
+    return send_msg(c, SR_MSG_PUSH, p->req, flags, c->incarnation, p->local_step, p->seq, f, 2);
+}
+
+/* If the reply in c->rh answers a pipelined push, account for it and return
+ * 1.  A refusal is kept for the next sr_client_step to report. */
+static int
+pend_reply(sr_client *c)
+{
+    sr_wire_push_rep rep;
+
+    if ((c->rh.type & ~SR_WIRE_REPLY) != SR_MSG_PUSH) {
+        return 0;
+    }
+    for (int i = 0; i < c->npend; i++) {
+        if (c->pend[i].req != c->rh.request_id) {
+            continue;
+        }
+        if (c->rh.status == SR_OK && c->nrep == 1 &&
+            sr_wire_push_rep_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]), &rep) ==
+                SR_OK) {
+            count_outcome(c, rep.outcome);
+        } else if (c->deferred_rc == 0) {
+            char what[300];
+            snprintf(what, sizeof(what), "push %s", c->pend[i].name);
+            c->deferred_rc = c->rh.status != SR_OK
+                                 ? reply_error(c, what)
+                                 : fail(c, SR_EPROTO, "%s: malformed reply", what);
+            snprintf(c->deferred_err, sizeof(c->deferred_err), "%s", c->err);
+        }
+        pend_remove(c, i);
+        return 1;
+    }
+    return 0;
+}
+
+/* Pushes the old incarnation will never answer: dropped like any stale
+ * gradient (they were computed for it). */
+static void
+pend_drop(sr_client *c)
+{
+    while (c->npend > 0) {
+        c->stats.pushes++;
+        c->stats.stale++;
+        pend_remove(c, c->npend - 1);
+    }
+}
+
 /* Request/reply.  mode_token: the request is a TOKEN: re-send it every
  * second with the same id and PING alongside, waiting as long as the
- * coordinator answers pings.  Returns SR_OK (reply in c->rh / c->rep; its
- * status may be an error), RESTARTED, or SR_ETIMEDOUT / SR_EMSG. */
+ * coordinator answers pings.  type 0: no request, wait until every
+ * pipelined push is answered.  Replies to pipelined pushes are taken on the
+ * way; pipelined pushes are re-sent (before the request) whenever it is.
+ * Returns SR_OK (reply in c->rh / c->rep; its status may be an error),
+ * RESTARTED, or SR_ETIMEDOUT / SR_EMSG. */
 static int
 rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, int nf,
     int mode_token)
 {
-    uint64_t req = ++c->next_req;
+    uint64_t req = type != 0 ? ++c->next_req : 0;
     uint64_t ping_id = 0;
-    size_t   bytes = 0;
+    size_t   bytes = c->pend_bytes;
     int64_t  now = sr_clock_now_ms();
     int64_t  last_contact = now;
     int64_t  interval, next_resend;
@@ -296,7 +395,11 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
     /* Big requests are resent rarely: the coordinator may be busy with them. */
     interval = mode_token ? 1000 : (bytes > (1u << 20) ? 5000 : 1000);
     next_resend = now + interval;
-    if (send_msg(c, type, req, c->req_flags, c->incarnation, local_step, seq, f, nf) != 0) {
+    if (type == 0 && c->npend == 0) {
+        return SR_OK;
+    }
+    if (type != 0 &&
+        send_msg(c, type, req, c->req_flags, c->incarnation, local_step, seq, f, nf) != 0) {
         return fail(c, SR_EMSG, "send %s: %s", sr_wire_type_name(type), zmq_strerror(errno));
     }
     for (;;) {
@@ -323,8 +426,14 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
             if (c->incarnation != 0 && c->rh.incarnation != c->incarnation) {
                 return RESTARTED;
             }
-            if (c->rh.request_id == req) {
+            if (type != 0 && c->rh.request_id == req) {
                 return SR_OK;
+            }
+            if (pend_reply(c)) {
+                if (type == 0 && c->npend == 0) {
+                    return SR_OK;
+                }
+                continue;
             }
             if (ping_id != 0 && c->rh.request_id == ping_id &&
                 (c->rh.type & ~SR_WIRE_REPLY) == SR_MSG_PING) {
@@ -334,12 +443,17 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
         }
         now = sr_clock_now_ms();
         if (now - last_contact >= c->timeout_ms) {
-            return fail(c, SR_ETIMEDOUT, "%s: no answer from %s for %d ms", sr_wire_type_name(type),
-                        c->endpoint, c->timeout_ms);
+            return fail(c, SR_ETIMEDOUT, "%s: no answer from %s for %d ms",
+                        type != 0 ? sr_wire_type_name(type) : "push", c->endpoint, c->timeout_ms);
         }
         if (now >= next_resend) {
-            if (send_msg(c, type, req, (uint16_t)(SR_WIRE_F_RESEND | c->req_flags), c->incarnation,
-                         local_step, seq, f, nf) == 0) {
+            for (int i = 0; i < c->npend; i++) {
+                if (pend_send(c, &c->pend[i], SR_WIRE_F_RESEND) == 0) {
+                    c->stats.resends++;
+                }
+            }
+            if (type != 0 && send_msg(c, type, req, (uint16_t)(SR_WIRE_F_RESEND | c->req_flags),
+                                      c->incarnation, local_step, seq, f, nf) == 0) {
                 if (!mode_token) {
                     c->stats.resends++;
                 }
@@ -394,6 +508,7 @@ static int ready_rpc(sr_client *c, int mark);
 static int
 resync(sr_client *c)
 {
+    pend_drop(c); /* before HELLO, which would re-send them to the new incarnation */
     for (int attempt = 0;; attempt++) {
         int rc = hello(c);
         if (rc < 0) {
@@ -536,6 +651,10 @@ sr_client_close(sr_client *c)
     drop_reply(c);
     drop_cache(c);
     free(c->cache);
+    for (int i = 0; i < c->cap_pend; i++) {
+        free(c->pend[i].buf);
+    }
+    free(c->pend);
     free(c->rep);
     for (size_t i = 0; i < c->ndecls; i++) {
         free(c->decls[i].init);
@@ -851,8 +970,88 @@ push_common(sr_client *c, int type, const char *name, const frame *f, int nf)
     return SR_OK;
 }
 
+/* Wait for every pipelined push's answer. */
 static int
-push_desc(sr_client *c, const char *name, uint64_t count, uint8_t *buf, size_t cap, frame *f)
+flush_pushes(sr_client *c)
+{
+    int rc = rpc(c, 0, 0, 0, NULL, 0, 0);
+    return rc == RESTARTED ? resync(c) : rc;
+}
+
+/* The refusal of a pipelined push, once. */
+static int
+take_deferred(sr_client *c)
+{
+    int rc = c->deferred_rc;
+    if (rc == SR_OK) {
+        return SR_OK;
+    }
+    c->deferred_rc = SR_OK;
+    return fail(c, rc, "%s", c->deferred_err);
+}
+
+/* A dense push of a variable this client declared with that size, small
+ * enough to copy: sent without waiting for its answer, which the next
+ * blocking call (the step, normally) takes on the way, so that push and
+ * token request share one round trip.  Exactly-once and resends work as
+ * for any push (the copy is what is re-sent). */
+static int
+push_pipelined(sr_client *c, const char *name, const frame *f)
+{
+    size_t       need = f[0].len + f[1].len;
+    struct pend *p;
+    int          rc;
+
+    if (c->npend >= PIPE_MAX_COUNT || c->pend_bytes + need > PIPE_MAX_BYTES) {
+        if ((rc = flush_pushes(c)) != SR_OK) {
+            return rc;
+        }
+        if (c->tainted) { /* the flush noticed a restart */
+            c->stats.pushes++;
+            c->stats.stale++;
+            return SR_OK;
+        }
+    }
+    if (c->npend == c->cap_pend) {
+        int          nc = c->cap_pend ? c->cap_pend * 2 : 16;
+        struct pend *q = realloc(c->pend, (size_t)nc * sizeof(*q));
+        if (q == NULL) {
+            return fail(c, SR_ENOMEM, "push %s", name);
+        }
+        memset(q + c->cap_pend, 0, (size_t)(nc - c->cap_pend) * sizeof(*q));
+        c->pend = q;
+        c->cap_pend = nc;
+    }
+    p = &c->pend[c->npend];
+    if (p->cap < need) {
+        uint8_t *b = realloc(p->buf, need);
+        if (b == NULL) {
+            return fail(c, SR_ENOMEM, "push %s: copy of %zu bytes", name, need);
+        }
+        p->buf = b;
+        p->cap = need;
+    }
+    memcpy(p->buf, f[0].data, f[0].len);
+    if (f[1].len > 0) {
+        memcpy(p->buf + f[0].len, f[1].data, f[1].len);
+    }
+    p->desc_len = f[0].len;
+    p->data_len = f[1].len;
+    p->req = ++c->next_req;
+    p->seq = ++c->seq;
+    p->local_step = c->local_step;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    if (pend_send(c, p, 0) != 0) {
+        return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
+    }
+    c->npend++;
+    c->pend_bytes += need;
+    return SR_OK;
+}
+
+static int
+push_desc(sr_client *c, const char *name, uint64_t count, uint8_t *buf, size_t cap, frame *f,
+          const decl **out)
 {
     sr_wire_pushdesc p;
     const decl      *d = NULL;
@@ -870,6 +1069,7 @@ push_desc(sr_client *c, const char *name, uint64_t count, uint8_t *buf, size_t c
     /* The dtype of an undeclared variable is checked by the coordinator. */
     p.dtype = (uint8_t)(d ? d->dtype : SR_FLOAT32);
     p.count = count;
+    *out = d;
     f->data = buf;
     f->len = sr_wire_pushdesc_encode(&p, buf, cap);
     if (d != NULL && (d->flags & SR_DECLARE_NOT_TRAINABLE)) {
@@ -881,9 +1081,10 @@ push_desc(sr_client *c, const char *name, uint64_t count, uint8_t *buf, size_t c
 int
 sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
 {
-    uint8_t buf[SR_WIRE_BODY_MAX];
-    frame   f[2];
-    int     rc;
+    uint8_t     buf[SR_WIRE_BODY_MAX];
+    frame       f[2];
+    const decl *d;
+    int         rc;
 
     if (c == NULL || name == NULL || (grad == NULL && bytes > 0)) {
         return sr_fail(SR_EINVAL, "sr_client_push: NULL argument");
@@ -891,21 +1092,25 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
     if (!c->ready_done) {
         return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", name);
     }
-    if ((rc = push_desc(c, name, bytes, buf, sizeof(buf), &f[0])) != SR_OK) {
+    if ((rc = push_desc(c, name, bytes, buf, sizeof(buf), &f[0], &d)) != SR_OK) {
         return rc;
     }
     f[1].data = grad;
     f[1].len = bytes;
-    return push_common(c, SR_MSG_PUSH, name, f, 2);
+    if (c->tainted || d == NULL || d->nbytes != bytes || bytes > PIPE_PUSH_MAX) {
+        return push_common(c, SR_MSG_PUSH, name, f, 2);
+    }
+    return push_pipelined(c, name, f);
 }
 
 int
 sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const int64_t *row_indices,
                       const void *rows, size_t rows_bytes)
 {
-    uint8_t buf[SR_WIRE_BODY_MAX];
-    frame   f[3];
-    int     rc;
+    uint8_t     buf[SR_WIRE_BODY_MAX];
+    frame       f[3];
+    const decl *d;
+    int         rc;
 
     if (c == NULL || name == NULL || (nrows > 0 && (row_indices == NULL || rows == NULL))) {
         return sr_fail(SR_EINVAL, "sr_client_push_sparse: NULL argument");
@@ -913,7 +1118,7 @@ sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const int64_
     if (!c->ready_done) {
         return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", name);
     }
-    if ((rc = push_desc(c, name, nrows, buf, sizeof(buf), &f[0])) != SR_OK) {
+    if ((rc = push_desc(c, name, nrows, buf, sizeof(buf), &f[0], &d)) != SR_OK) {
         return rc;
     }
     f[1].data = row_indices;
@@ -945,7 +1150,7 @@ sr_client_step(sr_client *c)
          * pulls only from the new incarnation. */
         rc = resync(c);
         c->tainted = 0;
-        return rc;
+        return rc != SR_OK ? rc : take_deferred(c);
     }
     if (rc < 0) {
         return rc;
@@ -956,7 +1161,26 @@ sr_client_step(sr_client *c)
     c->local_step = c->rh.local_step;
     c->tainted = 0;
     take_cache(c);
-    return SR_OK;
+    /* The pushes' answers came before the token's (one connection, in
+     * order); wait for any re-sent one all the same. */
+    if (c->npend > 0 && (rc = flush_pushes(c)) != SR_OK) {
+        return rc;
+    }
+    return take_deferred(c);
+}
+
+int
+sr_client_flush(sr_client *c)
+{
+    int rc;
+
+    if (c == NULL) {
+        return sr_fail(SR_EINVAL, "sr_client_flush: NULL client");
+    }
+    if ((rc = flush_pushes(c)) != SR_OK) {
+        return rc;
+    }
+    return take_deferred(c);
 }
 
 int64_t

@@ -99,10 +99,21 @@ int sr_client_ready(sr_client *c);
 int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
 
 /* Push a dense gradient for the local step.  bytes must equal the variable's
- * size; the variable must be float32/float64 and trainable.  Returns 0 when
- * the coordinator acknowledged it as accepted, stale or duplicate (see
- * sr_client_stats); the training loop need not care which. */
+ * size; the variable must be float32/float64 and trainable.  Every push is
+ * acknowledged as accepted, stale or duplicate (see sr_client_stats); the
+ * training loop need not care which.
+ *
+ * A push of a variable this client declared, of at most 1 MiB, is pipelined:
+ * the gradient is copied, sent, and the call returns without waiting, so
+ * that the pushes and the token request of a round share one round trip.
+ * Its answer is taken by the next blocking call (sr_client_step, or
+ * sr_client_flush); a refusal of it is returned by that call.  Any other push
+ * returns once the coordinator has answered it. */
 int sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes);
+
+/* Wait until every push sent so far is answered.  Returns 0, or the refusal
+ * of a pipelined push (SR_EINVAL ...), or a transport error. */
+int sr_client_flush(sr_client *c);
 
 /* Push a sparse gradient: nrows rows of the variable's row shape (first
  * dimension = row), at the given row indices (any order; repeated indices are

@@ -211,6 +211,57 @@ task1_not_waiting(void *arg)
     return strstr(w, "\"waiting_for_token\":false") != NULL;
 }
 
+/* Small pushes of declared variables are pipelined: push returns before the
+ * answer, the step (or sr_client_flush) takes it, and a refusal is reported
+ * there, once, naming the variable, with nothing applied. */
+static void
+test_protocol_pipelined_push_refusal_reported_by_flush_and_step(void **state)
+{
+    sr_harness      h;
+    sr_client      *chief = setup(&h, "pipeline", "1");
+    const int64_t   bad = 3;
+    const double    g = 1.0;
+    sr_client_stats s;
+    int64_t         gs;
+    (void)state;
+
+    assert_sr_ok(sr_client_push(chief, "n", &bad, sizeof(bad))); /* int64: not trainable */
+    assert_sr_err(sr_client_flush(chief), SR_EINVAL);
+    assert_non_null(strstr(sr_client_error(chief), "push n"));
+    assert_sr_ok(sr_client_flush(chief)); /* reported once */
+
+    assert_sr_ok(sr_client_push(chief, "n", &bad, sizeof(bad)));
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));
+    assert_sr_err(sr_client_step(chief), SR_EINVAL); /* x's push still counted */
+    assert_non_null(strstr(sr_client_error(chief), "push n"));
+    assert_int_equal(sr_client_local_step(chief), 0); /* the init token */
+    assert_sr_ok(sr_client_global_step(chief, &gs));
+    assert_int_equal(gs, 1);
+    assert_true(pull_x(chief) == 9.0);
+    assert_sr_ok(sr_client_stats_get(chief, &s));
+    assert_int_equal(s.accepted, 1);
+    assert_int_equal(s.pushes, 1); /* refusals are not pushes */
+
+    /* Many in flight (computed at local step 0: stale), answered in one step. */
+    for (int i = 0; i < 200; i++) {
+        assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));
+    }
+    assert_sr_ok(sr_client_step(chief));
+    assert_int_equal(sr_client_local_step(chief), 1);
+    assert_sr_ok(sr_client_stats_get(chief, &s));
+    assert_int_equal(s.accepted, 1);
+    assert_int_equal(s.stale, 200);
+    assert_true(pull_x(chief) == 9.0);
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));
+    assert_sr_ok(sr_client_step(chief));
+    assert_sr_ok(sr_client_stats_get(chief, &s));
+    assert_int_equal(s.accepted, 2);
+    assert_true(pull_x(chief) == 8.0);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 static void *
 step_thread(void *arg)
 {
@@ -373,6 +424,7 @@ test_protocol_status_reports_workers_and_counts(void **state)
 
     assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g))); /* accepted: step 1 */
     assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g))); /* stale: still local 0 */
+    assert_sr_ok(sr_client_flush(chief)); /* both answered before we ask another socket */
     assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "\"global_step\":1"));
     assert_non_null(strstr(out, "\"replicas_to_aggregate\":1"));
@@ -540,6 +592,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_protocol_resent_push_counted_once),
+        cmocka_unit_test(test_protocol_pipelined_push_refusal_reported_by_flush_and_step),
         cmocka_unit_test(test_protocol_parked_token_of_vanished_peer_not_lost),
         cmocka_unit_test(test_protocol_bad_messages_answered_and_change_nothing),
         cmocka_unit_test(test_protocol_status_reports_workers_and_counts),

@@ -121,6 +121,7 @@ test_restart_kill9_between_and_mid_step_loses_nothing(void **state)
     const double g = 1.0;
     assert_sr_ok(sr_client_pull(c[0], "x", &x, sizeof(x)));
     assert_sr_ok(sr_client_push(c[0], "x", &g, sizeof(g)));
+    assert_sr_ok(sr_client_flush(c[0]));
     sr_harness_kill9(&h);
     start(&h);
     g3 = gstep(c[1]);
@@ -243,10 +244,12 @@ test_restart_sigterm_finishes_the_step_in_progress(void **state)
     assert_sr_ok(sr_client_ready(c[0]));
     assert_sr_ok(sr_client_ready(c[1]));
     assert_sr_ok(sr_client_push(c[0], "x", &g, sizeof(g))); /* 1 of 2 */
+    assert_sr_ok(sr_client_flush(c[0]));                    /* ... and it arrived */
     kill(h.pid, SIGTERM);
     /* Still serving during the grace period: the second gradient completes
      * the step. */
     assert_sr_ok(sr_client_push(c[1], "x", &g, sizeof(g)));
+    assert_sr_ok(sr_client_flush(c[1]));
     int st_code = sr_harness_stop(&h); /* already stopping: reaps it */
     assert_true(WIFEXITED(st_code) && WEXITSTATUS(st_code) == 0);
     memset(&o, 0, sizeof(o));

@@ -37,6 +37,33 @@ test_store_open_new_file_is_0600_wal_current_schema(void **state)
     assert_int_equal(sql_i64(f->path, "SELECT count(*) FROM meta WHERE key = 'format'"), 1);
 }
 
+/* page_size applies to a new store only; an existing one keeps its own;
+ * anything but a power of two in 512..65536 is refused. */
+static void
+test_store_page_size_new_store_only_and_checked(void **state)
+{
+    store_fixture *f = *state;
+    sr_store_opts  o = small_opts(0, 0);
+    sr_store      *st = NULL;
+    const int      bad[] = {256, 1000, 131072, -4096};
+
+    o.create = 1;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        o.page_size = bad[i];
+        assert_sr_err(sr_store_open(f->path, &o, &st), SR_EINVAL);
+        assert_non_null(strstr(sr_errdetail(), "page_size"));
+        assert_false(file_exists(f->path));
+    }
+    o.page_size = 4096;
+    assert_sr_ok(sr_store_open(f->path, &o, &st));
+    sr_store_close(st);
+    assert_int_equal(sql_i64(f->path, "PRAGMA page_size"), 4096);
+    o.page_size = 16384;
+    assert_sr_ok(sr_store_open(f->path, &o, &st));
+    sr_store_close(st);
+    assert_int_equal(sql_i64(f->path, "PRAGMA page_size"), 4096);
+}
+
 static void
 test_store_declare_every_dtype_roundtrip_matches(void **state)
 {
@@ -565,6 +592,8 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_store_open_new_file_is_0600_wal_current_schema,
+                                        store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_store_page_size_new_store_only_and_checked,
                                         store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_store_declare_every_dtype_roundtrip_matches,
                                         store_fixture_setup, store_fixture_teardown),
