@@ -70,8 +70,9 @@ typedef struct {
     uint64_t seed;
     int      targets[3];
     int      resize[16], nresize;
-    int      print_plan;   /* --print-plan: print the schedule and exit */
-    int      commit_async; /* --commit async */
+    int      print_plan;      /* --print-plan: print the schedule and exit */
+    int      commit_async;    /* --commit async */
+    int64_t  partition_bytes; /* --partition-bytes for the coordinator; -1 = its default */
     char     out[PATH_MAX];
     char     store[PATH_MAX + 16], endpoint[PATH_MAX + 32], self[PATH_MAX];
     sr_optim optim;
@@ -150,7 +151,7 @@ spawn(chaos *c, char *const argv[], const char *log_name)
 static void
 start_coordinator(chaos *c, int64_t resume_step)
 {
-    char  r[16], m[16], k[24], lr[32], ema[32], rs[32];
+    char  r[16], m[16], k[24], lr[32], ema[32], rs[32], pb[32];
     char *argv[40];
     int   n = 0;
 
@@ -186,6 +187,11 @@ start_coordinator(chaos *c, int64_t resume_step)
     argv[n++] = "normal"; /* process crashes, not power loss: NORMAL is durable here */
     argv[n++] = "--log-level";
     argv[n++] = "notice";
+    if (c->partition_bytes >= 0) {
+        snprintf(pb, sizeof(pb), "%" PRId64, c->partition_bytes);
+        argv[n++] = "--partition-bytes";
+        argv[n++] = pb;
+    }
     if (resume_step >= 0) {
         snprintf(rs, sizeof(rs), "%" PRId64, resume_step);
         argv[n++] = "--resume-from-step";
@@ -793,14 +799,15 @@ static const char usage_text[] =
     "                     --duration SECONDS --seed S [--kill-every SECONDS]\n"
     "                     [--targets coordinator,chief,worker] [--resize 4,3,5]\n"
     "                     [--checkpoint-every-steps K] [--commit sync|async]\n"
-    "                     [--optimizer sgd|momentum|adam]\n"
+    "                     [--optimizer sgd|momentum|adam] [--partition-bytes B]\n"
     "                     [--out DIR] [--print-plan]\n"
     "\n"
     "Runs a real coordinator and N real workers of a deterministic model, kills and\n"
     "restarts them on a schedule drawn from the seed, then verifies from the store:\n"
     "replay (bit for bit), strictness, exactly R, no lost commits, liveness.\n"
     "Writes DIR/report.json and DIR/timeline.svg; exit 0 only if all hold.\n"
-    "--print-plan prints the fault schedule the seed gives, and runs nothing.\n";
+    "--print-plan prints the fault schedule the seed gives, and runs nothing.\n"
+    "--partition-bytes B (e.g. 32) splits the model's variables into partitions.\n";
 
 static int
 parse_list(const char *s, int *out, int max)
@@ -834,6 +841,7 @@ parse_args(chaos *c, int argc, char **argv)
     c->duration = 0;
     c->kill_every = 2.0;
     c->checkpoint_every = 1;
+    c->partition_bytes = -1;
     c->optim.kind = SR_OPT_ADAM;
     c->optim.lr = 0.05;
     c->optim.beta1 = 0.9;
@@ -884,6 +892,9 @@ parse_args(chaos *c, int argc, char **argv)
         } else if (strcmp(a, "--commit") == 0) {
             bad = strcmp(val, "sync") != 0 && strcmp(val, "async") != 0;
             c->commit_async = strcmp(val, "async") == 0;
+        } else if (strcmp(a, "--partition-bytes") == 0) {
+            bad = sr__cli_parse_i64(val, 0, 1LL << 40, &v);
+            c->partition_bytes = v;
         } else if (strcmp(a, "--optimizer") == 0) {
             bad = sr__optim_parse(val, &c->optim.kind) != SR_OK;
         } else if (strcmp(a, "--out") == 0) {

@@ -21,9 +21,10 @@ int sr__chaos_worker_main(const char *endpoint, int task, uint64_t seed, int tim
 /* One coordinator incarnation as recorded in the store. */
 typedef struct {
     uint64_t incarnation;
-    int64_t  restored_step; /* the global step it started from */
-    int      R;             /* replicas to aggregate in force */
-    int      rewound;       /* started with --resume-from-step */
+    int64_t  restored_step;   /* the global step it started from */
+    int      R;               /* replicas to aggregate in force */
+    uint64_t partition_bytes; /* the coordinator's --partition-bytes in force */
+    int      rewound;         /* started with --resume-from-step */
 } sr_chaos_inc;
 
 /* Everything the verifier judges, loaded from the store (and the harness's

@@ -9,8 +9,9 @@
  *                    bit for bit
  *   strictness       every contribution was computed at the step it was
  *                    applied in
- *   exactly_r        every variable got exactly R contributions at every
- *                    step, R as in force in the incarnation that applied it
+ *   exactly_r        every variable (every partition of a partitioned one)
+ *                    got exactly R contributions at every step, R and the
+ *                    partitions as in force in the incarnation that applied it
  *   no_lost_commits  no incarnation restored a step older than one already
  *                    committed before it started (an operator's
  *                    --resume-from-step excepted: that is a recorded rewind)
@@ -23,6 +24,29 @@
 #include "chaos/chaos.h"
 #include "chaos/chaos_model.h"
 #include "core/dtype.h"
+#include "wire/wire.h"
+
+/* A chaos variable's partitions under a --partition-bytes, computed as the
+ * coordinator does (sr_wire_partition_rows). */
+typedef struct {
+    uint64_t rows, row_elems, part_rows;
+    uint32_t nparts;
+} layout;
+
+static layout
+var_layout(const sr_chaos_var *cv, uint64_t partition_bytes)
+{
+    layout   l;
+    uint64_t elems = sr_chaos_elems(cv);
+
+    l.rows = cv->ndim > 0 ? (uint64_t)cv->shape[0] : 1;
+    l.rows = l.rows ? l.rows : 1;
+    l.row_elems = elems / l.rows;
+    uint64_t per = sr_wire_partition_rows(sr_chaos_bytes(cv), l.rows, partition_bytes);
+    l.part_rows = per ? per : l.rows;
+    l.nparts = (uint32_t)((l.rows + l.part_rows - 1) / l.part_rows);
+    return l;
+}
 
 void
 sr_chaos_evidence_free(sr_chaos_evidence *e)
@@ -127,6 +151,9 @@ sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim, sr_c
         int64_t r = 0;
         sr__chaos_json_i64(incs[i].config, "replicas_to_aggregate", &r);
         out->incs[i].R = (int)r;
+        r = 0;
+        sr__chaos_json_i64(incs[i].config, "partition_bytes", &r);
+        out->incs[i].partition_bytes = (uint64_t)r;
         for (size_t k = 0; k < nrw; k++) {
             if (rw[k].incarnation == incs[i].incarnation) {
                 out->incs[i].rewound = 1;
@@ -180,12 +207,38 @@ check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_
     for (int64_t s = 0; s < e->global_step; s++) {
         const sr_chaos_inc *inc = inc_for_step(e, s);
         for (int v = 0; v < SR_CHAOS_NVARS; v++) {
-            int count = 0;
+            layout l = var_layout(&sr_chaos_vars()[v], inc ? inc->partition_bytes : 0);
+            int    total = 0, in_parts = 0;
+            for (size_t k = i; k < e->nlog && e->log[k].step == s; k++) {
+                total += e->log[k].var_id == e->var_id[v];
+            }
+            for (uint32_t p = 0; p < l.nparts; p++) {
+                int64_t e0 = (int64_t)(p * l.part_rows * l.row_elems);
+                int     count = 0;
+                for (size_t k = i; k < e->nlog && e->log[k].step == s; k++) {
+                    count += e->log[k].var_id == e->var_id[v] && e->log[k].part == e0;
+                }
+                in_parts += count;
+                int want = inc ? inc->R : -1;
+                if (count != want && exact->passed) {
+                    exact->passed = 0;
+                    snprintf(exact->detail, sizeof(exact->detail),
+                             "step %" PRId64 " variable %s partition at %" PRId64
+                             ": %d contributions, R in force %d (incarnation %" PRIu64 ")",
+                             s, sr_chaos_vars()[v].name, e0, count, want,
+                             inc ? inc->incarnation : 0);
+                }
+            }
+            if (in_parts != total && exact->passed) {
+                exact->passed = 0;
+                snprintf(exact->detail, sizeof(exact->detail),
+                         "step %" PRId64 " variable %s: %d contributions in no partition of %u", s,
+                         sr_chaos_vars()[v].name, total - in_parts, l.nparts);
+            }
             for (size_t k = i; k < e->nlog && e->log[k].step == s; k++) {
                 if (e->log[k].var_id != e->var_id[v]) {
                     continue;
                 }
-                count++;
                 if (e->log[k].local_step != s && strict->passed) {
                     strict->passed = 0;
                     snprintf(strict->detail, sizeof(strict->detail),
@@ -194,14 +247,6 @@ check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_
                              s, sr_chaos_vars()[v].name, e->log[k].pos, e->log[k].task_index,
                              e->log[k].local_step);
                 }
-            }
-            int want = inc ? inc->R : -1;
-            if (count != want && exact->passed) {
-                exact->passed = 0;
-                snprintf(exact->detail, sizeof(exact->detail),
-                         "step %" PRId64 " variable %s: %d contributions, R in force %d "
-                         "(incarnation %" PRIu64 ")",
-                         s, sr_chaos_vars()[v].name, count, want, inc ? inc->incarnation : 0);
             }
         }
         while (i < e->nlog && e->log[i].step == s) {
@@ -295,55 +340,85 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
         }
     }
     for (int64_t s = 0; s < e->global_step && c->passed; s++) {
-        sr_accum acc[SR_CHAOS_NVARS];
-        size_t   first = i;
+        const sr_chaos_inc *inc = inc_for_step(e, s);
+        sr_accum           *acc[SR_CHAOS_NVARS] = {0};
+        layout              lay[SR_CHAOS_NVARS];
+        size_t              first = i;
         while (i < e->nlog && e->log[i].step == s) {
             i++;
         }
-        for (int v = 0; v < SR_CHAOS_NVARS; v++) {
-            int      count = 0;
-            uint64_t elems = sr_chaos_elems(&cv[v]);
-            uint64_t rows = cv[v].ndim > 0 ? (uint64_t)cv[v].shape[0] : 1;
-            for (size_t k = first; k < i; k++) {
-                count += e->log[k].var_id == e->var_id[v];
-            }
-            if (count == 0) {
-                c->passed = 0;
-                snprintf(c->detail, sizeof(c->detail),
-                         "step %" PRId64 ": no logged contribution for %s", s, cv[v].name);
-                for (int w = 0; w < v; w++) {
-                    sr__accum_destroy(&acc[w]);
+        /* Every partition's gradients, computed from the values of step s,
+         * before any partition is applied (as the coordinator does). */
+        for (int v = 0; v < SR_CHAOS_NVARS && c->passed; v++) {
+            size_t es = sr_dtype_size(cv[v].dtype);
+            lay[v] = var_layout(&cv[v], inc ? inc->partition_bytes : 0);
+            acc[v] = calloc(lay[v].nparts, sizeof(sr_accum));
+            for (uint32_t p = 0; acc[v] != NULL && p < lay[v].nparts; p++) {
+                uint64_t r0 = p * lay[v].part_rows;
+                uint64_t nr =
+                    lay[v].rows - r0 < lay[v].part_rows ? lay[v].rows - r0 : lay[v].part_rows;
+                int64_t e0 = (int64_t)(r0 * lay[v].row_elems);
+                int     count = 0;
+                for (size_t k = first; k < i; k++) {
+                    count += e->log[k].var_id == e->var_id[v] && e->log[k].part == e0;
                 }
-                goto out;
-            }
-            sr__accum_init(&acc[v], cv[v].dtype, elems, rows, count, s);
-            for (size_t k = first; k < i; k++) {
-                sr_accum_outcome outcome;
-                if (e->log[k].var_id != e->var_id[v]) {
-                    continue;
+                if (count == 0) {
+                    c->passed = 0;
+                    snprintf(c->detail, sizeof(c->detail),
+                             "step %" PRId64
+                             ": no logged contribution for %s partition at %" PRId64,
+                             s, cv[v].name, e0);
+                    break;
                 }
-                if (cv[v].sparse) {
-                    sr_chaos_grad_sparse(e->seed, v, e->log[k].task_index, val[v], idx, grad);
-                    sr__accum_push_sparse(&acc[v], idx, grad, SR_CHAOS_SPARSE_ROWS, s,
-                                          e->log[k].task_index, &outcome);
-                } else {
-                    sr_chaos_grad_dense(e->seed, v, e->log[k].task_index, val[v], grad);
-                    sr__accum_push_dense(&acc[v], grad, s, e->log[k].task_index, &outcome);
+                sr__accum_init(&acc[v][p], cv[v].dtype, nr * lay[v].row_elems, nr, count, s);
+                for (size_t k = first; k < i; k++) {
+                    sr_accum_outcome outcome;
+                    if (e->log[k].var_id != e->var_id[v] || e->log[k].part != e0) {
+                        continue;
+                    }
+                    if (cv[v].sparse) {
+                        /* This partition's rows of the push, in push order. */
+                        int64_t lidx[SR_CHAOS_SPARSE_ROWS];
+                        uint8_t lrows[4096];
+                        size_t  rb = (size_t)lay[v].row_elems * es, n = 0;
+                        sr_chaos_grad_sparse(e->seed, v, e->log[k].task_index, val[v], idx, grad);
+                        for (int j = 0; j < SR_CHAOS_SPARSE_ROWS; j++) {
+                            if ((uint64_t)idx[j] >= r0 && (uint64_t)idx[j] < r0 + nr) {
+                                lidx[n] = idx[j] - (int64_t)r0;
+                                memcpy(lrows + n * rb, grad + (size_t)j * rb, rb);
+                                n++;
+                            }
+                        }
+                        sr__accum_push_sparse(&acc[v][p], lidx, lrows, n, s, e->log[k].task_index,
+                                              &outcome);
+                    } else {
+                        sr_chaos_grad_dense(e->seed, v, e->log[k].task_index, val[v], grad);
+                        sr__accum_push_dense(&acc[v][p], grad + (size_t)e0 * es, s,
+                                             e->log[k].task_index, &outcome);
+                    }
                 }
             }
         }
         for (int v = 0; v < SR_CHAOS_NVARS; v++) {
             uint64_t n = sr_chaos_elems(&cv[v]);
-            sr__optim_apply_accum(&e->optim, s + 1, &acc[v], val[v], s1 >= 0 ? slot[v][s1] : NULL,
-                                  s2 >= 0 ? slot[v][s2] : NULL, NULL, 0);
-            if (ema_slot >= 0) {
+            size_t   es = sr_dtype_size(cv[v].dtype);
+            for (uint32_t p = 0; c->passed && acc[v] != NULL && p < lay[v].nparts; p++) {
+                size_t off = (size_t)(p * lay[v].part_rows * lay[v].row_elems) * es;
+                sr__optim_apply_accum(&e->optim, s + 1, &acc[v][p], (uint8_t *)val[v] + off,
+                                      s1 >= 0 ? (uint8_t *)slot[v][s1] + off : NULL,
+                                      s2 >= 0 ? (uint8_t *)slot[v][s2] + off : NULL, NULL, 0, 0);
+            }
+            if (c->passed && ema_slot >= 0) {
                 if (cv[v].dtype == SR_FLOAT32) {
                     sr__ema_f32(e->optim.ema_decay, slot[v][ema_slot], val[v], n);
                 } else {
                     sr__ema_f64(e->optim.ema_decay, slot[v][ema_slot], val[v], n);
                 }
             }
-            sr__accum_destroy(&acc[v]);
+            for (uint32_t p = 0; acc[v] != NULL && p < lay[v].nparts; p++) {
+                sr__accum_destroy(&acc[v][p]);
+            }
+            free(acc[v]);
         }
     }
     for (int v = 0; v < SR_CHAOS_NVARS && c->passed; v++) {
@@ -362,7 +437,6 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
             }
         }
     }
-out:
     for (int v = 0; v < SR_CHAOS_NVARS; v++) {
         free(val[v]);
         for (int k = 0; k < 3; k++) {

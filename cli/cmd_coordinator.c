@@ -53,6 +53,10 @@ static const char usage_text[] =
     "                                (a crash may lose the steps not yet committed, never more)\n"
     "  --piggyback-max-kib K         a step's token carries the whole model when it is at\n"
     "                                most K KiB (1024; 0 = never): saves the pulls' round trips\n"
+    "  --partition-kib K             variables above K KiB are split into partitions of\n"
+    "                                about K KiB along their first dimension, each its own\n"
+    "                                accumulator and message (2048; 0 = never)\n"
+    "  --partition-bytes B           the same in bytes (tests: tiny partitions)\n"
     "  --max-message-mib M           largest message frame accepted (64; at least the\n"
     "                                largest stored variable + 1 MiB)\n"
     "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n";
@@ -155,6 +159,12 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--piggyback-max-kib") == 0) {
             bad = sr__cli_parse_i64(val, 0, 1 << 30, &v);
             o.piggyback_max_bytes = (uint64_t)v << 10;
+        } else if (strcmp(a, "--partition-kib") == 0) {
+            bad = sr__cli_parse_i64(val, 0, 1 << 30, &v);
+            o.partition_bytes = (uint64_t)v << 10;
+        } else if (strcmp(a, "--partition-bytes") == 0) {
+            bad = sr__cli_parse_i64(val, 0, 1LL << 40, &v);
+            o.partition_bytes = (uint64_t)v;
         } else if (strcmp(a, "--max-message-mib") == 0) {
             bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
             o.max_message_bytes = (uint64_t)v << 20;

@@ -233,6 +233,15 @@ sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_
     return SR_OK;
 }
 
+int
+sr__accum_would_accept(const sr_accum *a, int64_t local_step, int mode)
+{
+    if (is_stale(a, local_step)) {
+        return 0;
+    }
+    return a->mode == SR_ACC_NONE || a->mode == mode ? 1 : -1;
+}
+
 void
 sr__accum_reset(sr_accum *a)
 {

@@ -86,6 +86,12 @@ sr_err sr__accum_push_dense(sr_accum *a, const void *grad, int64_t local_step, i
 sr_err sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_t n,
                              int64_t local_step, int32_t task, sr_accum_outcome *outcome);
 
+/* What a push (mode SR_ACC_DENSE or SR_ACC_SPARSE) computed at local_step
+ * would do now: 1 be accepted, 0 be stale, -1 be refused (this step
+ * receives the other kind).  Lets a push that spans several accumulators
+ * check them all before changing any. */
+int sr__accum_would_accept(const sr_accum *a, int64_t local_step, int mode);
+
 /* Back to OPEN after the apply: zero the used part of the sums. */
 void sr__accum_reset(sr_accum *a);
 
@@ -128,9 +134,11 @@ void sr__ema_f64(double decay, double *shadow, const double *var, uint64_t n);
 /* Apply a TAKEN accumulator to a variable and its slots (dense: every
  * element; sparse: only touched rows, averaged per row or per replica) and
  * mark the changed chunks in dirty (chunk_elems elements each; may be
- * NULL).  Does not reset the accumulator. */
+ * NULL).  var, s1 and s2 point at the accumulator's first element, which is
+ * element elem_base of the variable (a partition; dirty is the variable's).
+ * Does not reset the accumulator. */
 void sr__optim_apply_accum(const sr_optim *o, int64_t t, const sr_accum *a, void *var, void *s1,
-                           void *s2, uint8_t *dirty, uint64_t chunk_elems);
+                           void *s2, uint8_t *dirty, uint64_t chunk_elems, uint64_t elem_base);
 
 /* 1 if any of n values is NaN or Inf. */
 int sr__nonfinite(int dtype, const void *p, uint64_t n);

@@ -33,7 +33,9 @@ typedef struct {
     const char *authorized_keys;       /* client public keys admitted */
     int         commit_async;          /* commit in a writer thread; tokens do not wait for it */
     uint64_t    piggyback_max_bytes;   /* TOKEN replies carry the model up to this size */
-    uint64_t    max_message_bytes;     /* ZMQ_MAXMSGSIZE floor; the largest variable plus
+    uint64_t    partition_bytes;       /* split variables above this into partitions, each
+                                          its own accumulator and push (0 = never) */
+    uint64_t max_message_bytes;        /* ZMQ_MAXMSGSIZE floor; the largest variable plus
                                           headroom is always allowed */
 } sr_coord_opts;
 

@@ -138,11 +138,11 @@ mark_dirty(uint8_t *dirty, uint64_t chunk_elems, uint64_t off, uint64_t n)
 
 void
 sr__optim_apply_accum(const sr_optim *o, int64_t t, const sr_accum *a, void *var, void *s1,
-                      void *s2, uint8_t *dirty, uint64_t chunk_elems)
+                      void *s2, uint8_t *dirty, uint64_t chunk_elems, uint64_t elem_base)
 {
     if (a->mode == SR_ACC_DENSE) {
         apply_range(o, t, a->dtype, var, a->sum, (double)a->R, s1, s2, 0, a->elems);
-        mark_dirty(dirty, chunk_elems, 0, a->elems);
+        mark_dirty(dirty, chunk_elems, elem_base, a->elems);
         return;
     }
     for (uint64_t i = 0; i < a->ntouched; i++) {
@@ -150,7 +150,7 @@ sr__optim_apply_accum(const sr_optim *o, int64_t t, const sr_accum *a, void *var
         double   div =
             o->sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)a->R : (double)a->row_count[r];
         apply_range(o, t, a->dtype, var, a->sum, div, s1, s2, r * a->row_elems, a->row_elems);
-        mark_dirty(dirty, chunk_elems, r * a->row_elems, a->row_elems);
+        mark_dirty(dirty, chunk_elems, elem_base + r * a->row_elems, a->row_elems);
     }
 }
 

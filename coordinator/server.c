@@ -55,12 +55,16 @@ typedef struct cvar {
     void        *value; /* vb->data */
     vbuf        *vb;
     void        *s1, *s2, *ema; /* optimizer slots and EMA shadow (NULL if unused) */
-    sr_accum     acc;           /* trainable only */
-    int          has_acc;
-    uint8_t     *dirty; /* per chunk, changed since the last commit */
-    size_t       nchunks;
-    uint64_t     chunk_elems;
-    int          dirty_any;
+    /* Trainable only: one accumulator per partition (docs/protocol.md,
+     * Partitions); partition p holds rows [p * part_rows, ...). */
+    sr_accum *acc;
+    uint32_t  nparts;
+    uint64_t  rows, row_elems, part_rows;
+    int       has_acc;
+    uint8_t  *dirty; /* per chunk, changed since the last commit */
+    size_t    nchunks;
+    uint64_t  chunk_elems;
+    int       dirty_any;
 } cvar;
 
 typedef struct client {
@@ -99,7 +103,7 @@ typedef struct coord {
     int                  model_ready;
     cvar                *vars;
     size_t               nvars, cap_vars;
-    size_t               ntrainable, ntaken;
+    size_t               ntrainable, ntaken; /* accumulators (partitions), taken ones */
     client              *clients;
     size_t               nclients, cap_clients;
     uint64_t             park_counter;
@@ -132,6 +136,11 @@ typedef struct coord {
     int                commit_wanted; /* a step to snapshot once the writer is idle */
     void              *scratch[2];    /* aligned copies of small, misaligned frames */
     size_t             scratch_cap[2];
+    /* A sparse push split by partition: indices, rows, per-partition counts. */
+    int64_t  *sp_idx;
+    uint8_t  *sp_rows;
+    uint64_t *sp_start;
+    size_t    sp_idx_cap, sp_rows_cap, sp_start_cap;
 } coord;
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -455,9 +464,60 @@ free_var(cvar *v)
     free(v->s2);
     free(v->ema);
     free(v->dirty);
-    if (v->has_acc) {
-        sr__accum_destroy(&v->acc);
+    for (uint32_t p = 0; v->acc != NULL && p < v->nparts; p++) {
+        sr__accum_destroy(&v->acc[p]);
     }
+    free(v->acc);
+}
+
+/* Partition p of v: its first row and number of rows. */
+static void
+part_range(const cvar *v, uint32_t p, uint64_t *row0, uint64_t *nrows)
+{
+    uint64_t r0 = (uint64_t)p * v->part_rows;
+    *row0 = r0;
+    *nrows = v->rows - r0 < v->part_rows ? v->rows - r0 : v->part_rows;
+}
+
+/* One accumulator per partition (a variable of at most partition_bytes is
+ * one partition). */
+static sr_err
+init_accums(coord *c, cvar *v)
+{
+    uint64_t elems = v->meta.nbytes / sr_dtype_size(v->meta.dtype);
+    uint64_t rows = v->meta.ndim > 0 ? (uint64_t)v->meta.shape[0] : 1;
+    uint64_t per, nparts;
+
+    if (rows == 0) {
+        rows = 1; /* an empty variable: no rows to push to, dense pushes of 0 bytes */
+    }
+    per = sr_wire_partition_rows(v->meta.nbytes, rows, c->o->partition_bytes);
+    v->rows = rows;
+    v->row_elems = elems / rows;
+    v->part_rows = per ? per : rows;
+    nparts = (rows + v->part_rows - 1) / v->part_rows;
+    if (nparts > (1u << 24)) {
+        return sr_fail(SR_EINVAL,
+                       "variable %s: %" PRIu64 " partitions (rows of %" PRIu64
+                       " bytes, partitions of %" PRIu64 " bytes)",
+                       v->meta.name, nparts, v->row_elems * sr_dtype_size(v->meta.dtype),
+                       c->o->partition_bytes);
+    }
+    if ((v->acc = calloc((size_t)nparts, sizeof(*v->acc))) == NULL) {
+        return sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " accumulators", v->meta.name, nparts);
+    }
+    for (uint32_t p = 0; p < (uint32_t)nparts; p++) {
+        uint64_t r0, nr;
+        sr_err   rc;
+        v->nparts = p + 1;
+        part_range(v, p, &r0, &nr);
+        if ((rc = sr__accum_init(&v->acc[p], v->meta.dtype, nr * v->row_elems, nr, c->o->R,
+                                 c->global_step)) != SR_OK) {
+            return rc;
+        }
+    }
+    v->has_acc = 1;
+    return SR_OK;
 }
 
 /* Add a variable to the in-memory model with its value in `vb` (adopted
@@ -493,17 +553,10 @@ add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots)
         }
     }
     if (v->meta.trainable) {
-        uint64_t elems = v->meta.nbytes / sr_dtype_size(v->meta.dtype);
-        uint64_t rows = v->meta.ndim > 0 ? (uint64_t)v->meta.shape[0] : 1;
-        if (rows == 0) {
-            rows = 1; /* an empty variable: no rows to push to, dense pushes of 0 bytes */
-        }
-        if ((rc = sr__accum_init(&v->acc, v->meta.dtype, elems, rows, c->o->R, c->global_step)) !=
-            SR_OK) {
+        if ((rc = init_accums(c, v)) != SR_OK) {
             goto fail;
         }
-        v->has_acc = 1;
-        c->ntrainable++;
+        c->ntrainable += v->nparts;
     }
     c->nvars++;
     index_insert(c, c->nvars - 1);
@@ -565,25 +618,27 @@ model_ready_now(coord *c)
 /* ---- step apply, commit and tokens -------------------------------------- */
 
 static sr_err
-log_contribs(coord *c, const cvar *v, int64_t step)
+log_contribs(coord *c, const cvar *v, uint32_t p, int64_t step)
 {
+    const sr_accum   *a = &v->acc[p];
     sr_store_contrib *l;
 
     if (!c->o->step_log) {
         return SR_OK;
     }
-    l = grow_array(c->log, &c->cap_log, c->nlog + (size_t)v->acc.count, sizeof(*l));
+    l = grow_array(c->log, &c->cap_log, c->nlog + (size_t)a->count, sizeof(*l));
     if (l == NULL) {
-        return sr_fail(SR_ENOMEM, "step log of %zu rows", c->nlog + (size_t)v->acc.count);
+        return sr_fail(SR_ENOMEM, "step log of %zu rows", c->nlog + (size_t)a->count);
     }
     c->log = l;
-    for (int i = 0; i < v->acc.count; i++) {
+    for (int i = 0; i < a->count; i++) {
         l = &c->log[c->nlog++];
         l->step = step;
         l->var_id = v->meta.id;
+        l->part = (int64_t)((uint64_t)p * v->part_rows * v->row_elems);
         l->pos = i;
-        l->task_index = v->acc.contrib[i].task_index;
-        l->local_step = v->acc.contrib[i].local_step;
+        l->task_index = a->contrib[i].task_index;
+        l->local_step = a->contrib[i].local_step;
     }
     return SR_OK;
 }
@@ -923,8 +978,21 @@ apply_step(coord *c)
                 sr_clock_sleep_ms(1);
             }
         }
-        sr__optim_apply_accum(&c->o->optim, t, &v->acc, v->value, v->s1, v->s2, v->dirty,
-                              v->chunk_elems);
+        size_t es = sr_dtype_size(v->meta.dtype);
+        for (uint32_t p = 0; p < v->nparts; p++) {
+            uint64_t r0, nr;
+            part_range(v, p, &r0, &nr);
+            uint64_t e0 = r0 * v->row_elems;
+            size_t   off = (size_t)e0 * es;
+            sr__optim_apply_accum(&c->o->optim, t, &v->acc[p], (uint8_t *)v->value + off,
+                                  v->s1 ? (uint8_t *)v->s1 + off : NULL,
+                                  v->s2 ? (uint8_t *)v->s2 + off : NULL, v->dirty, v->chunk_elems,
+                                  e0);
+            if (log_contribs(c, v, p, c->global_step) != SR_OK) {
+                SR_LOG(SR_LOG_ERR, "COORD-STEPLOG", "%s", sr_errdetail());
+            }
+            sr__accum_reset(&v->acc[p]);
+        }
         if (v->ema != NULL) {
             uint64_t n = v->meta.nbytes / sr_dtype_size(v->meta.dtype);
             if (v->meta.dtype == SR_FLOAT32) {
@@ -934,10 +1002,6 @@ apply_step(coord *c)
             }
         }
         v->dirty_any = 1;
-        if (log_contribs(c, v, c->global_step) != SR_OK) {
-            SR_LOG(SR_LOG_ERR, "COORD-STEPLOG", "%s", sr_errdetail());
-        }
-        sr__accum_reset(&v->acc);
     }
     c->ntaken = 0;
     c->global_step++;
@@ -1101,7 +1165,8 @@ static void send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar
 static void
 handle_hello(coord *c, req_ctx *r)
 {
-    sr_wire_hello_rep rep = {c->global_step, (uint8_t)c->model_ready, c->o->R, c->o->N, 0};
+    sr_wire_hello_rep rep = {c->global_step,       (uint8_t)c->model_ready, c->o->R, c->o->N, 0,
+                             c->o->partition_bytes};
     uint8_t           buf[SR_WIRE_BODY_MAX];
     size_t            n = sr_wire_hello_rep_encode(&rep, buf, sizeof(buf));
     frame             f = {buf, n};
@@ -1328,15 +1393,32 @@ push_target(coord *c, req_ctx *r, const sr_wire_pushdesc *p)
     return v;
 }
 
+/* Count the partitions a push's acceptance took; apply the step when every
+ * accumulator is taken. */
 static void
-after_accept(coord *c, cvar *v)
+after_accept(coord *c, int ntook)
 {
-    if (v->acc.taken) {
-        c->ntaken++;
-        if (c->ntaken == c->ntrainable) {
-            apply_step(c);
-        }
+    c->ntaken += (size_t)ntook;
+    if (ntook > 0 && c->ntaken == c->ntrainable) {
+        apply_step(c);
     }
+}
+
+/* Whether a push of `mode` computed at local_step may go to partitions
+ * [p0, p1) of v: 0 and *accepts = how many would take it, or -1 (refused:
+ * some partition receives the other kind of gradient this step). */
+static int
+check_parts(const cvar *v, uint32_t p0, uint32_t p1, int64_t local_step, int mode, int *accepts)
+{
+    *accepts = 0;
+    for (uint32_t p = p0; p < p1; p++) {
+        int w = sr__accum_would_accept(&v->acc[p], local_step, mode);
+        if (w < 0) {
+            return -1;
+        }
+        *accepts += w;
+    }
+    return 0;
 }
 
 static int
@@ -1365,32 +1447,114 @@ handle_push(coord *c, req_ctx *r)
     if (check_dup(c, r) || (v = push_target(c, r, &p)) == NULL) {
         return;
     }
-    if (p.count != v->meta.nbytes || zmq_msg_size(&r->body[1]) != v->meta.nbytes) {
-        REPLY_ERR(r, SR_EINVAL, "push %s: gradient is %zu bytes, variable is %" PRIu64, p.name,
-                  zmq_msg_size(&r->body[1]), v->meta.nbytes);
+    /* The whole variable, or exactly one of its partitions. */
+    size_t   es = sr_dtype_size(v->meta.dtype);
+    uint64_t part_bytes = v->part_rows * v->row_elems * es;
+    uint32_t p0 = 0, p1 = v->nparts;
+    if (p.count != zmq_msg_size(&r->body[1])) {
+        REPLY_ERR(r, SR_EINVAL, "push %s: descriptor says %" PRIu64 " bytes, frame has %zu", p.name,
+                  p.count, zmq_msg_size(&r->body[1]));
         return;
     }
-    const void *grad = aligned_frame(c, &r->body[1], 0);
+    if (!(p.offset == 0 && p.count == v->meta.nbytes)) {
+        uint64_t r0, nr;
+        p0 = part_bytes > 0 && p.offset % part_bytes == 0 ? (uint32_t)(p.offset / part_bytes)
+                                                          : v->nparts;
+        if (v->nparts > 1 && p0 < v->nparts) {
+            part_range(v, p0, &r0, &nr);
+        }
+        if (v->nparts <= 1 || p0 >= v->nparts || nr * v->row_elems * es != p.count) {
+            REPLY_ERR(r, SR_EINVAL,
+                      "push %s: gradient is %" PRIu64 " bytes at offset %" PRIu64
+                      "; the variable is %" PRIu64 " bytes in %u partition(s) of %" PRIu64 " bytes",
+                      p.name, p.count, p.offset, v->meta.nbytes, v->nparts, part_bytes);
+            return;
+        }
+        p1 = p0 + 1;
+    }
+    const uint8_t *grad = aligned_frame(c, &r->body[1], 0);
     if (grad == NULL) {
         REPLY_ERR(r, SR_ENOMEM, "push %s: no memory to align %zu bytes", p.name,
                   zmq_msg_size(&r->body[1]));
         return;
     }
-    if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, grad, v->acc.elems)) {
+    if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, grad, p.count / es)) {
         r->cl->errors++;
         REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", p.name);
         return;
     }
-    rc = sr__accum_push_dense(&v->acc, grad, r->h.local_step, r->h.task_index, &out);
-    if (rc != SR_OK) {
-        REPLY_ERR(r, rc, "push %s: %s", p.name, sr_errdetail());
+    int accepts = 0, took = 0;
+    if (check_parts(v, p0, p1, r->h.local_step, SR_ACC_DENSE, &accepts) != 0) {
+        REPLY_ERR(r, SR_EINVAL,
+                  "push %s: variable receives sparse gradients this step; dense "
+                  "refused",
+                  p.name);
         return;
     }
-    r->cl->last_seq = r->h.seq;
-    push_reply(c, r, out == SR_ACC_ACCEPTED ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
-    if (out == SR_ACC_ACCEPTED) {
-        after_accept(c, v);
+    for (uint32_t k = p0; k < p1; k++) {
+        uint64_t r0, nr;
+        part_range(v, k, &r0, &nr);
+        rc = sr__accum_push_dense(&v->acc[k],
+                                  grad + (r0 - (uint64_t)p0 * v->part_rows) * v->row_elems * es,
+                                  r->h.local_step, r->h.task_index, &out);
+        if (rc != SR_OK && k == p0) {
+            REPLY_ERR(r, rc, "push %s: %s", p.name, sr_errdetail());
+            return;
+        }
+        if (rc != SR_OK) { /* out of memory for a sum: the partitions before it count */
+            SR_LOG(SR_LOG_ERR, "COORD-PUSH", "push %s partition %u: %s", p.name, k, sr_errdetail());
+            break;
+        }
+        took += v->acc[k].taken && out == SR_ACC_ACCEPTED;
     }
+    r->cl->last_seq = r->h.seq;
+    push_reply(c, r, accepts > 0 ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
+    after_accept(c, took);
+}
+
+/* Group a sparse push's rows by partition, keeping their order within each
+ * (the accumulator's summation order, which replays reproduce): partition
+ * k's rows are sp_idx / sp_rows [sp_start[k], sp_start[k + 1]), with
+ * indices relative to the partition's first row.  Indices are checked. */
+static sr_err
+split_sparse(coord *c, cvar *v, const int64_t *idx, const void *rows, uint64_t n)
+{
+    size_t    row_bytes = (size_t)(v->row_elems * sr_dtype_size(v->meta.dtype));
+    int64_t  *si = grow_array(c->sp_idx, &c->sp_idx_cap, (size_t)n, sizeof(*si));
+    uint64_t *st;
+    uint8_t  *sr;
+
+    if (si == NULL) {
+        return sr_fail(SR_ENOMEM, "%" PRIu64 " sparse rows", n);
+    }
+    c->sp_idx = si;
+    if ((sr = grow_array(c->sp_rows, &c->sp_rows_cap, (size_t)n * row_bytes, 1)) == NULL) {
+        return sr_fail(SR_ENOMEM, "%" PRIu64 " sparse rows", n);
+    }
+    c->sp_rows = sr;
+    if ((st = grow_array(c->sp_start, &c->sp_start_cap, (size_t)v->nparts + 1, sizeof(*st))) ==
+        NULL) {
+        return sr_fail(SR_ENOMEM, "%u partitions", v->nparts);
+    }
+    c->sp_start = st;
+    memset(st, 0, ((size_t)v->nparts + 1) * sizeof(*st));
+    for (uint64_t i = 0; i < n; i++) {
+        st[(uint64_t)idx[i] / v->part_rows + 1]++;
+    }
+    for (uint32_t k = 0; k < v->nparts; k++) {
+        st[k + 1] += st[k];
+    }
+    /* st[k] is now partition k's next free slot; afterwards, its end. */
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t k = (uint64_t)idx[i] / v->part_rows;
+        uint64_t at = st[k]++;
+        si[at] = idx[i] - (int64_t)(k * v->part_rows);
+        memcpy(sr + at * row_bytes, (const uint8_t *)rows + i * row_bytes, row_bytes);
+    }
+    /* Back to starts: partition k began where k - 1 ends. */
+    memmove(st + 1, st, (size_t)v->nparts * sizeof(*st));
+    st[0] = 0;
+    return SR_OK;
 }
 
 static void
@@ -1413,7 +1577,14 @@ handle_push_sparse(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EINVAL, "push_sparse %s: a scalar has no rows", p.name);
         return;
     }
-    uint64_t row_bytes = v->acc.row_elems * sr_dtype_size(v->meta.dtype);
+    uint64_t row_bytes = v->row_elems * sr_dtype_size(v->meta.dtype);
+    if (p.offset != 0) {
+        REPLY_ERR(r, SR_EINVAL,
+                  "push_sparse %s: offset %" PRIu64 " (sparse pushes carry row "
+                  "indices; offset must be 0)",
+                  p.name, p.offset);
+        return;
+    }
     if (p.count > UINT64_MAX / 8 || zmq_msg_size(&r->body[1]) != p.count * 8 ||
         (row_bytes && p.count > UINT64_MAX / row_bytes) ||
         zmq_msg_size(&r->body[2]) != p.count * row_bytes) {
@@ -1432,21 +1603,59 @@ handle_push_sparse(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_ENOMEM, "push_sparse %s: no memory to align the frames", p.name);
         return;
     }
-    if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, rows, p.count * v->acc.row_elems)) {
+    if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, rows, p.count * v->row_elems)) {
         r->cl->errors++;
         REPLY_ERR(r, SR_ENONFINITE, "push_sparse %s: gradient contains NaN or Inf", p.name);
         return;
     }
-    rc = sr__accum_push_sparse(&v->acc, idx, rows, p.count, r->h.local_step, r->h.task_index, &out);
-    if (rc != SR_OK) {
-        REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
+    for (uint64_t i = 0; i < p.count; i++) {
+        if (idx[i] < 0 || (uint64_t)idx[i] >= v->rows) {
+            REPLY_ERR(r, SR_EINVAL,
+                      "push_sparse %s: sparse row index %" PRId64 " out of range [0, %" PRIu64
+                      ") at %" PRIu64,
+                      p.name, idx[i], v->rows, i);
+            return;
+        }
+    }
+    int accepts = 0, took = 0;
+    if (check_parts(v, 0, v->nparts, r->h.local_step, SR_ACC_SPARSE, &accepts) != 0) {
+        REPLY_ERR(r, SR_EINVAL,
+                  "push_sparse %s: variable receives dense gradients this step; "
+                  "sparse refused",
+                  p.name);
         return;
     }
-    r->cl->last_seq = r->h.seq;
-    push_reply(c, r, out == SR_ACC_ACCEPTED ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
-    if (out == SR_ACC_ACCEPTED) {
-        after_accept(c, v);
+    if (v->nparts == 1) {
+        rc = sr__accum_push_sparse(&v->acc[0], idx, rows, p.count, r->h.local_step, r->h.task_index,
+                                   &out);
+        if (rc != SR_OK) {
+            REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
+            return;
+        }
+        took = v->acc[0].taken && out == SR_ACC_ACCEPTED;
+    } else if (accepts > 0) {
+        if ((rc = split_sparse(c, v, idx, rows, p.count)) != SR_OK) {
+            REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
+            return;
+        }
+        /* Every partition counts the push, with the rows that fall in it
+         * (maybe none), as a partitioned variable's separate accumulators
+         * would. */
+        for (uint32_t k = 0; k < v->nparts; k++) {
+            uint64_t b = c->sp_start[k], n = c->sp_start[k + 1] - b;
+            rc = sr__accum_push_sparse(&v->acc[k], c->sp_idx + b, c->sp_rows + b * row_bytes, n,
+                                       r->h.local_step, r->h.task_index, &out);
+            if (rc != SR_OK) {
+                SR_LOG(SR_LOG_ERR, "COORD-PUSH", "push_sparse %s partition %u: %s", p.name, k,
+                       sr_errdetail());
+                break;
+            }
+            took += v->acc[k].taken && out == SR_ACC_ACCEPTED;
+        }
     }
+    r->cl->last_seq = r->h.seq;
+    push_reply(c, r, accepts > 0 ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
+    after_accept(c, took);
 }
 
 static void
@@ -1679,8 +1888,15 @@ status_json(coord *c, sr_strbuf *b)
         }
         sr_strbuf_printf(b, "%s{\"name\":", first ? "" : ",");
         sr_strbuf_json_str(b, v->meta.name);
-        sr_strbuf_printf(b, ",\"step\":%" PRId64 ",\"count\":%d,\"taken\":%s}", v->acc.step,
-                         v->acc.count, v->acc.taken ? "true" : "false");
+        /* A partitioned variable shows its least advanced partition. */
+        const sr_accum *a = &v->acc[0];
+        for (uint32_t p = 1; p < v->nparts; p++) {
+            if (v->acc[p].count + v->acc[p].taken * a->R < a->count + a->taken * a->R) {
+                a = &v->acc[p];
+            }
+        }
+        sr_strbuf_printf(b, ",\"partitions\":%u,\"step\":%" PRId64 ",\"count\":%d,\"taken\":%s}",
+                         v->nparts, a->step, a->count, a->taken ? "true" : "false");
         first = 0;
     }
     sr_strbuf_printf(b, "],\"workers\":[");
@@ -1757,10 +1973,10 @@ coord_start(coord *c)
     sr_strbuf_printf(&cfg,
                      "{\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
                      "\"learning_rate\":%.17g,\"checkpoint_every_steps\":%d,\"step_log\":%s,"
-                     "\"commit\":\"%s\",\"sync\":\"%s\"}",
+                     "\"commit\":\"%s\",\"sync\":\"%s\",\"partition_bytes\":%" PRIu64 "}",
                      o->R, o->N, sr__optim_name(o->optim.kind), o->optim.lr, o->checkpoint_every,
                      o->step_log ? "true" : "false", o->commit_async ? "async" : "sync",
-                     o->sync_normal ? "normal" : "full");
+                     o->sync_normal ? "normal" : "full", o->partition_bytes);
     rc = sr_strbuf_result(&cfg, &cfg_text);
     if (rc == SR_OK) {
         rc = sr_store_set_config(c->st, cfg_text);
@@ -1879,8 +2095,10 @@ static int
 step_in_progress(const coord *c)
 {
     for (size_t i = 0; i < c->nvars; i++) {
-        if (c->vars[i].has_acc && (c->vars[i].acc.count > 0 || c->vars[i].acc.taken)) {
-            return 1;
+        for (uint32_t p = 0; c->vars[i].has_acc && p < c->vars[i].nparts; p++) {
+            if (c->vars[i].acc[p].count > 0 || c->vars[i].acc[p].taken) {
+                return 1;
+            }
         }
     }
     return 0;
@@ -1953,6 +2171,7 @@ sr_coord_opts_default(sr_coord_opts *o)
     o->worker_timeout_ms = 10000;
     o->max_message_bytes = 64u << 20;
     o->piggyback_max_bytes = 1u << 20;
+    o->partition_bytes = 2u << 20;
 }
 
 static void
@@ -1969,6 +2188,9 @@ coord_free(coord *c)
     free(c->log);
     free(c->scratch[0]);
     free(c->scratch[1]);
+    free(c->sp_idx);
+    free(c->sp_rows);
+    free(c->sp_start);
     sr__tokens_destroy(&c->tokens);
     sr__auth_close(c->auth);
     if (c->sock != NULL) {

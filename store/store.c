@@ -61,8 +61,8 @@ static const char *const stmt_sql[STMT_COUNT] = {
                            " local_step = excluded.local_step,"
                            " last_seen_ms = excluded.last_seen_ms,"
                            " incarnation = excluded.incarnation",
-    [STMT_LOG_PUT] = "INSERT OR REPLACE INTO step_log(step, var_id, pos, task_index, local_step)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5)",
+    [STMT_LOG_PUT] = "INSERT OR REPLACE INTO step_log(step, var_id, part, pos, task_index,"
+                     " local_step) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 };
 
 /* ---------------------------------------------------------------------------
@@ -1359,9 +1359,10 @@ contrib_row(sqlite3_stmt *s, void *rec)
     sr_store_contrib *c = rec;
     c->step = sqlite3_column_int64(s, 0);
     c->var_id = sqlite3_column_int64(s, 1);
-    c->pos = sqlite3_column_int(s, 2);
-    c->task_index = sqlite3_column_int(s, 3);
-    c->local_step = sqlite3_column_int64(s, 4);
+    c->part = sqlite3_column_int64(s, 2);
+    c->pos = sqlite3_column_int(s, 3);
+    c->task_index = sqlite3_column_int(s, 4);
+    c->local_step = sqlite3_column_int64(s, 5);
 }
 
 sr_err
@@ -1369,8 +1370,8 @@ sr_store_read_log(sr_store *st, int64_t from, int64_t to, sr_store_contrib **out
 {
     const int64_t b[2] = {from, to};
     return collect_tx(st,
-                      "SELECT step, var_id, pos, task_index, local_step FROM step_log"
-                      " WHERE step >= ?1 AND step < ?2 ORDER BY step, var_id, pos",
+                      "SELECT step, var_id, part, pos, task_index, local_step FROM step_log"
+                      " WHERE step >= ?1 AND step < ?2 ORDER BY step, var_id, part, pos",
                       b, 2, sizeof(**out), contrib_row, (void **)out, n);
 }
 

@@ -24,7 +24,7 @@
 
 typedef struct sr_store sr_store;
 
-#define SR_STORE_SCHEMA_VERSION      1 /* PRAGMA user_version of this build */
+#define SR_STORE_SCHEMA_VERSION      2 /* PRAGMA user_version of this build */
 #define SR_STORE_DEFAULT_CHUNK_BYTES (4u << 20)
 #define SR_STORE_MAX_NAME            255 /* bytes in a variable or slot name */
 
@@ -93,7 +93,10 @@ typedef struct {
                      the global step before the apply (g when
                      the commit moves to g + 1) */
     int64_t var_id;
-    int32_t pos; /* 0, 1, ... arrival order within (step, var) */
+    int64_t part; /* added (schema 2): the first element of the variable's
+                     partition this contribution went to; 0 for a variable
+                     that is one partition */
+    int32_t pos;  /* 0, 1, ... arrival order within (step, var, part) */
     int32_t task_index;
     int64_t local_step; /* the step the gradient was computed at */
 } sr_store_contrib;

@@ -571,12 +571,16 @@ validate(sr_store *st, const sr_store_commit *c, int64_t g_stored)
     }
     for (size_t i = 0; i < c->nlog; i++) {
         const sr_store_contrib *l = &c->log[i];
-        if (sr__store_var(st, l->var_id) == NULL || l->pos < 0 || l->task_index < 0) {
+        const store_var        *v = sr__store_var(st, l->var_id);
+        size_t                  es = v != NULL ? sr_dtype_size(v->v.dtype) : 0;
+        if (v == NULL || l->pos < 0 || l->task_index < 0 || l->part < 0 ||
+            (l->part > 0 && (uint64_t)l->part * es >= v->v.nbytes)) {
             return sr__store_fail(st, SR_EINVAL,
-                                  "commit: step log row %zu (step %lld var %lld "
-                                  "pos %d task %d) names no variable or is negative",
-                                  i, (long long)l->step, (long long)l->var_id, (int)l->pos,
-                                  (int)l->task_index);
+                                  "commit: step log row %zu (step %lld var %lld part %lld "
+                                  "pos %d task %d) names no variable, no element of it, or "
+                                  "is negative",
+                                  i, (long long)l->step, (long long)l->var_id, (long long)l->part,
+                                  (int)l->pos, (int)l->task_index);
         }
     }
     return SR_OK;
@@ -608,9 +612,10 @@ commit_rows(sr_store *st, const sr_store_commit *c)
         }
         sqlite3_bind_int64(s, 1, l->step);
         sqlite3_bind_int64(s, 2, l->var_id);
-        sqlite3_bind_int(s, 3, l->pos);
-        sqlite3_bind_int(s, 4, l->task_index);
-        sqlite3_bind_int64(s, 5, l->local_step);
+        sqlite3_bind_int64(s, 3, l->part);
+        sqlite3_bind_int(s, 4, l->pos);
+        sqlite3_bind_int(s, 5, l->task_index);
+        sqlite3_bind_int64(s, 6, l->local_step);
         if ((rc = sr__store_run(st, s, "write step log")) != SR_OK) {
             return rc;
         }

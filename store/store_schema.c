@@ -11,11 +11,12 @@
  *
  * Schema versions (PRAGMA user_version) and the migrations between them:
  *
- *     empty (0) --migrate_0_1--> 1 --migrate_1_2 (future)--> 2 ...
+ *     empty (0) --migrate_0_1--> 1 --migrate_1_2--> 2 --migrate_2_3 (future)--> ...
  *
  *   state      user_version  contents                          who moves it
  *   empty      0             0-byte file we created / found     migrate_0_1
- *   v1         1             the tables of schema_v1 below      (current)
+ *   v1         1             the tables of schema_v1 below      migrate_1_2
+ *   v2         2             step_log gains `part` (partitions)  (current)
  *   newer      > N           refused: SR_EVERSION, nothing written
  *
  * Each migration k -> k+1 runs in its own BEGIN IMMEDIATE transaction that
@@ -130,8 +131,29 @@ migrate_0_1(sr_store *st)
     return sr__store_exec(st, sql);
 }
 
+/* Schema 2: the step log records the partition of each contribution
+ * (variables split into partitions have one accumulator per partition).
+ * Rows of schema 1 were whole variables: part 0. */
+static sr_err
+migrate_1_2(sr_store *st)
+{
+    return sr__store_exec(st, "CREATE TABLE step_log2("
+                              " step INTEGER NOT NULL,"
+                              " var_id INTEGER NOT NULL,"
+                              " part INTEGER NOT NULL,"
+                              " pos INTEGER NOT NULL,"
+                              " task_index INTEGER NOT NULL,"
+                              " local_step INTEGER NOT NULL,"
+                              " PRIMARY KEY (step, var_id, part, pos)) WITHOUT ROWID;"
+                              "INSERT INTO step_log2 SELECT step, var_id, 0, pos, task_index,"
+                              " local_step FROM step_log;"
+                              "DROP TABLE step_log;"
+                              "ALTER TABLE step_log2 RENAME TO step_log;");
+}
+
 static const migration migrations[] = {
     {0, "create the schema", migrate_0_1},
+    {1, "step log partitions", migrate_1_2},
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SR_STORE_SCHEMA_VERSION,

@@ -230,7 +230,7 @@ check_schema(sr_store *st, report *rep)
         "SELECT tensor_id, idx, step, data_id FROM chunk",
         "SELECT id, data FROM chunk_data",
         "SELECT task_index, local_step, last_seen_ms, incarnation FROM worker",
-        "SELECT step, var_id, pos, task_index, local_step FROM step_log",
+        "SELECT step, var_id, part, pos, task_index, local_step FROM step_log",
         "SELECT step, created_ms FROM checkpoint",
         "SELECT incarnation, restored_step, started_ms, config FROM incarnation",
         "SELECT id, incarnation, from_step, to_step, at_ms FROM rewind",

@@ -33,7 +33,9 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "syncrep needs a littl
 _Static_assert(HDR_SEQ + 8 == SR_WIRE_HEADER_BYTES, "header fields must fill 56 bytes");
 
 /* Sizes of the fixed-size bodies. */
-#define HELLO_REP_BYTES 25 /* i64 global_step, u8 model_ready, i32 R, i32 N, u64 max bytes */
+#define HELLO_REP_BYTES                                                                     \
+    33                     /* i64 global_step, u8 model_ready, i32 R, i32 N, u64 max bytes, \
+                              u64 partition bytes */
 #define READY_REQ_BYTES 1  /* u8 mark */
 #define PING_REP_BYTES  9  /* u8 model_ready, i64 global_step */
 #define PUSH_REP_BYTES  1  /* u8 outcome */
@@ -415,13 +417,14 @@ sr_wire_pushdesc_encode(const sr_wire_pushdesc *p, uint8_t *out, size_t cap)
     if (p == NULL || out == NULL || (n = name_length(p->name)) == 0) {
         return 0;
     }
-    if (sr_dtype_size(p->dtype) == 0 || cap < 2 + n + 1 + 8) {
+    if (sr_dtype_size(p->dtype) == 0 || cap < 2 + n + 1 + 16) {
         return 0;
     }
     off = put_name(out, p->name, n);
     out[off++] = p->dtype;
     sr_put_u64(out + off, p->count);
-    return off + 8;
+    sr_put_u64(out + off + 8, p->offset);
+    return off + 16;
 }
 
 sr_err
@@ -436,7 +439,8 @@ sr_wire_pushdesc_decode(const uint8_t *buf, size_t len, sr_wire_pushdesc *out)
     }
     memset(&v, 0, sizeof(v));
     if ((rc = rd_name(&r, v.name)) != SR_OK || (rc = rd_dtype(&r, &v.dtype)) != SR_OK ||
-        (rc = rd_u64(&r, "count", &v.count)) != SR_OK || (rc = rd_end(&r)) != SR_OK) {
+        (rc = rd_u64(&r, "count", &v.count)) != SR_OK ||
+        (rc = rd_u64(&r, "offset", &v.offset)) != SR_OK || (rc = rd_end(&r)) != SR_OK) {
         return rc;
     }
     *out = v;
@@ -459,6 +463,7 @@ sr_wire_hello_rep_encode(const sr_wire_hello_rep *r, uint8_t *out, size_t cap)
     sr_put_u32(out + 9, i32_to_u32(r->replicas_to_aggregate));
     sr_put_u32(out + 13, i32_to_u32(r->total_replicas));
     sr_put_u64(out + 17, r->max_message_bytes);
+    sr_put_u64(out + 25, r->partition_bytes);
     return HELLO_REP_BYTES;
 }
 
@@ -479,12 +484,25 @@ sr_wire_hello_rep_decode(const uint8_t *buf, size_t len, sr_wire_hello_rep *out)
     v.replicas_to_aggregate = u32_to_i32(sr_get_u32(buf + 9));
     v.total_replicas = u32_to_i32(sr_get_u32(buf + 13));
     v.max_message_bytes = sr_get_u64(buf + 17);
+    v.partition_bytes = sr_get_u64(buf + 25);
     if (v.replicas_to_aggregate < 1 || v.total_replicas < 1) {
         return sr_fail(SR_EPROTO, "hello_rep: R %d, N %d (both must be >= 1)",
                        (int)v.replicas_to_aggregate, (int)v.total_replicas);
     }
     *out = v;
     return SR_OK;
+}
+
+uint64_t
+sr_wire_partition_rows(uint64_t nbytes, uint64_t rows, uint64_t partition_bytes)
+{
+    if (partition_bytes == 0 || nbytes <= partition_bytes || rows <= 1) {
+        return 0;
+    }
+    uint64_t row_bytes = nbytes / rows;
+    uint64_t per = row_bytes > 0 ? partition_bytes / row_bytes : rows;
+    per = per > 0 ? per : 1;
+    return per >= rows ? 0 : per;
 }
 
 /* ---- ready request --------------------------------------------------- */

@@ -22,7 +22,7 @@
 #include "core/error.h"
 
 #define SR_WIRE_MAGIC        0x31505253u /* bytes "SRP1" */
-#define SR_WIRE_VERSION      1
+#define SR_WIRE_VERSION      2 /* 2: partitions (pushdesc offset, hello partition_bytes) */
 #define SR_WIRE_HEADER_BYTES 56
 #define SR_WIRE_MAX_NAME     255   /* bytes in a variable name, no NUL inside */
 #define SR_WIRE_REPLY        0x80u /* type bit set on every reply */
@@ -89,23 +89,37 @@ typedef struct {
     int64_t shape[SR_MAX_NDIM]; /* each >= 0 */
 } sr_wire_vardesc;
 
-/* A push's description: u16 name_len, name, u8 dtype, u64 count
- * (PUSH: bytes of frame 2; PUSH_SPARSE: rows, frame 2 = count x 8 bytes). */
+/* A push's description: u16 name_len, name, u8 dtype, u64 count, u64 offset
+ * (PUSH: bytes of frame 2, and its byte offset in the variable: the whole
+ * variable or exactly one of its partitions; PUSH_SPARSE: rows, frame 2 =
+ * count x 8 bytes, offset 0). */
 typedef struct {
     char     name[SR_WIRE_MAX_NAME + 1];
     uint8_t  dtype;
     uint64_t count;
+    uint64_t offset;
 } sr_wire_pushdesc;
 
 /* HELLO reply body: i64 global_step, u8 model_ready, i32 R, i32 N,
- * u64 max_message_bytes. */
+ * u64 max_message_bytes, u64 partition_bytes. */
 typedef struct {
     int64_t  global_step;
     uint8_t  model_ready;
     int32_t  replicas_to_aggregate;
     int32_t  total_replicas;
     uint64_t max_message_bytes;
+    uint64_t partition_bytes; /* variables above this are split (sr_wire_partition);
+                                 0 = never */
 } sr_wire_hello_rep;
+
+/* The partition layout of a variable (docs/protocol.md, Partitions): a
+ * variable of more than partition_bytes bytes (partition_bytes > 0) is split
+ * along its first dimension into partitions of
+ * max(1, partition_bytes / row_bytes) rows, the last one shorter; any other
+ * variable is one partition.  row_bytes = nbytes / rows (rows = shape[0],
+ * 1 for a scalar).  Returns the rows per partition (>= 1), or 0 when the
+ * variable is one partition. */
+uint64_t sr_wire_partition_rows(uint64_t nbytes, uint64_t rows, uint64_t partition_bytes);
 
 /* READY request body: u8 mark (1: the chief marks the model ready; 0: ask). */
 typedef struct {

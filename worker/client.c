@@ -42,10 +42,11 @@
 #define MAX_REPLY_FRAMES   (2 + 2 * 65536) /* a TOKEN reply carrying every variable */
 #define RESTARTED          1               /* internal: the coordinator's incarnation changed */
 #define DECLARE_CHECK_ONLY SR_WIRE_DECLARE_CHECK_ONLY
-/* Pipelined pushes (see push_common): each at most PIPE_PUSH_MAX bytes, at
- * most PIPE_MAX_BYTES / PIPE_MAX_COUNT of them unacknowledged. */
+/* Pipelined pushes (see push_pipelined): each at most PIPE_PUSH_MAX bytes,
+ * at most PIPE_MAX_BYTES / PIPE_MAX_COUNT of them unacknowledged.  The
+ * partitions of a partitioned push: at most two partitions' bytes. */
 #define PIPE_PUSH_MAX  (1u << 20)
-#define PIPE_MAX_BYTES (16u << 20)
+#define PIPE_MAX_BYTES (4u << 20)
 #define PIPE_MAX_COUNT 1024
 
 typedef struct decl {
@@ -94,14 +95,17 @@ struct sr_client {
      * of its descriptor and gradient (for resends); entries past npend keep
      * their buffers for reuse. */
     struct pend {
-        uint64_t req, seq;
-        int64_t  local_step;
-        char     name[SR_WIRE_MAX_NAME + 1];
-        uint8_t *buf; /* descriptor, then gradient */
-        size_t   desc_len, data_len, cap;
+        uint64_t       req, seq;
+        int64_t        local_step;
+        char           name[SR_WIRE_MAX_NAME + 1];
+        uint8_t       *buf; /* descriptor, then (unless ext) the gradient */
+        size_t         desc_len, data_len, cap;
+        const uint8_t *ext; /* the caller's gradient, valid during its call */
     } * pend;
     int             npend, cap_pend;
     size_t          pend_bytes;
+    size_t          room_need, room_budget; /* rpc type 0 waits until this fits */
+    uint64_t        part_bytes;             /* the coordinator's partition size (HELLO) */
     int             deferred_rc; /* a pipelined push's refusal, reported by the next step */
     char            deferred_err[1024];
     sr_client_stats stats;
@@ -323,7 +327,7 @@ pend_remove(sr_client *c, int i)
 static int
 pend_send(sr_client *c, const struct pend *p, uint16_t flags)
 {
-    frame f[2] = {{p->buf, p->desc_len}, {p->buf + p->desc_len, p->data_len}};
+    frame f[2] = {{p->buf, p->desc_len}, {p->ext ? p->ext : p->buf + p->desc_len, p->data_len}};
     return send_msg(c, SR_MSG_PUSH, p->req, flags, c->incarnation, p->local_step, p->seq, f, 2);
 }
 
@@ -371,10 +375,18 @@ pend_drop(sr_client *c)
     }
 }
 
+/* Whether room_need more bytes fit among the unanswered pushes. */
+static int
+room_ok(const sr_client *c)
+{
+    return c->npend == 0 || (c->npend < PIPE_MAX_COUNT && c->room_need <= c->room_budget &&
+                             c->pend_bytes <= c->room_budget - c->room_need);
+}
+
 /* Request/reply.  mode_token: the request is a TOKEN: re-send it every
  * second with the same id and PING alongside, waiting as long as the
- * coordinator answers pings.  type 0: no request, wait until every
- * pipelined push is answered.  Replies to pipelined pushes are taken on the
+ * coordinator answers pings.  type 0: no request, wait until enough
+ * pipelined pushes are answered (room_ok).  Replies to pipelined pushes are taken on the
  * way; pipelined pushes are re-sent (before the request) whenever it is.
  * Returns SR_OK (reply in c->rh / c->rep; its status may be an error),
  * RESTARTED, or SR_ETIMEDOUT / SR_EMSG. */
@@ -395,7 +407,7 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
     /* Big requests are resent rarely: the coordinator may be busy with them. */
     interval = mode_token ? 1000 : (bytes > (1u << 20) ? 5000 : 1000);
     next_resend = now + interval;
-    if (type == 0 && c->npend == 0) {
+    if (type == 0 && room_ok(c)) {
         return SR_OK;
     }
     if (type != 0 &&
@@ -430,7 +442,7 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
                 return SR_OK;
             }
             if (pend_reply(c)) {
-                if (type == 0 && c->npend == 0) {
+                if (type == 0 && room_ok(c)) {
                     return SR_OK;
                 }
                 continue;
@@ -496,6 +508,7 @@ hello(sr_client *c)
         c->incarnation = c->rh.incarnation;
         c->global_step = rep.global_step;
         c->model_ready = rep.model_ready;
+        c->part_bytes = rep.partition_bytes;
         return SR_OK;
     }
 }
@@ -970,12 +983,23 @@ push_common(sr_client *c, int type, const char *name, const frame *f, int nf)
     return SR_OK;
 }
 
+/* Wait until `need` more bytes fit in `budget` among the unanswered pushes
+ * (need > budget: until all are answered).  A restart noticed meanwhile is
+ * handled (resync: the client is then tainted). */
+static int
+wait_room(sr_client *c, size_t need, size_t budget)
+{
+    c->room_need = need;
+    c->room_budget = budget;
+    int rc = rpc(c, 0, 0, 0, NULL, 0, 0);
+    return rc == RESTARTED ? resync(c) : rc;
+}
+
 /* Wait for every pipelined push's answer. */
 static int
 flush_pushes(sr_client *c)
 {
-    int rc = rpc(c, 0, 0, 0, NULL, 0, 0);
-    return rc == RESTARTED ? resync(c) : rc;
+    return wait_room(c, 1, 0);
 }
 
 /* The refusal of a pipelined push, once. */
@@ -990,28 +1014,14 @@ take_deferred(sr_client *c)
     return fail(c, rc, "%s", c->deferred_err);
 }
 
-/* A dense push of a variable this client declared with that size, small
- * enough to copy: sent without waiting for its answer, which the next
- * blocking call (the step, normally) takes on the way, so that push and
- * token request share one round trip.  Exactly-once and resends work as
- * for any push (the copy is what is re-sent). */
+/* Queue one PUSH (descriptor desc, data of len bytes: copied, or used in
+ * place when ext) and send it; its answer is taken by a later wait. */
 static int
-push_pipelined(sr_client *c, const char *name, const frame *f)
+pend_add(sr_client *c, const char *name, const frame *desc, const void *data, size_t len, int ext)
 {
-    size_t       need = f[0].len + f[1].len;
+    size_t       need = desc->len + (ext ? 0 : len);
     struct pend *p;
-    int          rc;
 
-    if (c->npend >= PIPE_MAX_COUNT || c->pend_bytes + need > PIPE_MAX_BYTES) {
-        if ((rc = flush_pushes(c)) != SR_OK) {
-            return rc;
-        }
-        if (c->tainted) { /* the flush noticed a restart */
-            c->stats.pushes++;
-            c->stats.stale++;
-            return SR_OK;
-        }
-    }
     if (c->npend == c->cap_pend) {
         int          nc = c->cap_pend ? c->cap_pend * 2 : 16;
         struct pend *q = realloc(c->pend, (size_t)nc * sizeof(*q));
@@ -1031,22 +1041,90 @@ push_pipelined(sr_client *c, const char *name, const frame *f)
         p->buf = b;
         p->cap = need;
     }
-    memcpy(p->buf, f[0].data, f[0].len);
-    if (f[1].len > 0) {
-        memcpy(p->buf + f[0].len, f[1].data, f[1].len);
+    memcpy(p->buf, desc->data, desc->len);
+    if (!ext && len > 0) {
+        memcpy(p->buf + desc->len, data, len);
     }
-    p->desc_len = f[0].len;
-    p->data_len = f[1].len;
+    p->ext = ext ? data : NULL;
+    p->desc_len = desc->len;
+    p->data_len = len;
     p->req = ++c->next_req;
     p->seq = ++c->seq;
     p->local_step = c->local_step;
     snprintf(p->name, sizeof(p->name), "%s", name);
     if (pend_send(c, p, 0) != 0) {
+        p->ext = NULL;
         return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
     }
     c->npend++;
-    c->pend_bytes += need;
+    c->pend_bytes += desc->len + len;
     return SR_OK;
+}
+
+/* A dense push of a variable this client declared with that size, small
+ * enough to copy: sent without waiting for its answer, which the next
+ * blocking call (the step, normally) takes on the way, so that push and
+ * token request share one round trip.  Exactly-once and resends work as
+ * for any push (the copy is what is re-sent). */
+static int
+push_pipelined(sr_client *c, const char *name, const frame *f)
+{
+    int rc = wait_room(c, f[0].len + f[1].len, PIPE_MAX_BYTES);
+
+    if (rc != SR_OK) {
+        return rc;
+    }
+    if (c->tainted) { /* the wait noticed a restart */
+        c->stats.pushes++;
+        c->stats.stale++;
+        return SR_OK;
+    }
+    return pend_add(c, name, &f[0], f[1].data, f[1].len, 0);
+}
+
+/* A dense push of a partitioned variable (docs/protocol.md, Partitions):
+ * one PUSH per partition, at most two partitions unanswered at a time (so
+ * the coordinator holds at most that much of this worker's gradient besides
+ * its accumulators), sent from the caller's buffer; returns once all are
+ * answered.  A partition the coordinator refuses is reported here. */
+static int
+push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, const uint8_t *grad,
+                 size_t bytes, size_t part)
+{
+    uint8_t buf[SR_WIRE_BODY_MAX];
+    int     rc = SR_OK;
+
+    for (size_t off = 0; off < bytes && rc == SR_OK; off += part) {
+        sr_wire_pushdesc p = *pd;
+        size_t           len = bytes - off < part ? bytes - off : part;
+        frame            desc = {buf, 0};
+
+        if ((rc = wait_room(c, len, 2 * part)) != SR_OK) {
+            break;
+        }
+        if (c->tainted) { /* a restart: the rest is stale too */
+            c->stats.pushes++;
+            c->stats.stale++;
+            continue;
+        }
+        p.count = len;
+        p.offset = off;
+        if ((desc.len = sr_wire_pushdesc_encode(&p, buf, sizeof(buf))) == 0) {
+            rc = fail(c, SR_EINVAL, "push %s: cannot encode", name);
+            break;
+        }
+        rc = pend_add(c, name, &desc, grad + off, len, 1);
+    }
+    if (rc == SR_OK) {
+        rc = flush_pushes(c);
+    }
+    for (int i = c->npend - 1; i >= 0; i--) {
+        if (c->pend[i].ext != NULL) { /* failed before its answer: never re-sent */
+            c->pend[i].ext = NULL;
+            pend_remove(c, i);
+        }
+    }
+    return rc != SR_OK ? rc : take_deferred(c);
 }
 
 static int
@@ -1097,10 +1175,21 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
     }
     f[1].data = grad;
     f[1].len = bytes;
-    if (c->tainted || d == NULL || d->nbytes != bytes || bytes > PIPE_PUSH_MAX) {
-        return push_common(c, SR_MSG_PUSH, name, f, 2);
+    if (!c->tainted && d != NULL && d->nbytes == bytes) {
+        uint64_t rows = d->ndim > 0 && d->shape[0] > 0 ? (uint64_t)d->shape[0] : 1;
+        uint64_t per = sr_wire_partition_rows(bytes, rows, c->part_bytes);
+        if (per > 0) {
+            sr_wire_pushdesc p;
+            memset(&p, 0, sizeof(p));
+            snprintf(p.name, sizeof(p.name), "%s", name);
+            p.dtype = (uint8_t)d->dtype;
+            return push_partitioned(c, name, &p, grad, bytes, (size_t)(per * (bytes / rows)));
+        }
+        if (bytes <= PIPE_PUSH_MAX) {
+            return push_pipelined(c, name, f);
+        }
     }
-    return push_pipelined(c, name, f);
+    return push_common(c, SR_MSG_PUSH, name, f, 2);
 }
 
 int

@@ -110,12 +110,15 @@ expect_pass(const char *tag, const char *args)
     free(dir);
 }
 
+/* Also with partitions of 32 bytes: dense_a 2, dense_b 4, embedding 16
+ * accumulators (the verifier checks R per partition from the layout). */
 static void
-test_chaos_checkpoint_every_5_passes(void **state)
+test_chaos_checkpoint_every_5_partitioned_passes(void **state)
 {
     (void)state;
     expect_pass("chaos5", "--workers 3 --replicas-to-aggregate 2 --total-replicas 3 --duration 20 "
-                          "--seed 5 --kill-every 1.5 --checkpoint-every-steps 5");
+                          "--seed 5 --kill-every 1.5 --checkpoint-every-steps 5 "
+                          "--partition-bytes 32");
 }
 
 static void
@@ -260,7 +263,7 @@ main(void)
         cmocka_unit_test(test_chaos_same_seed_same_schedule),
         cmocka_unit_test(test_chaos_30s_all_roles_resize_passes),
         cmocka_unit_test(test_chaos_verifier_catches_each_corruption),
-        cmocka_unit_test(test_chaos_checkpoint_every_5_passes),
+        cmocka_unit_test(test_chaos_checkpoint_every_5_partitioned_passes),
         cmocka_unit_test(test_chaos_async_commit_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "store/store.h"
 #include "syncrep/syncrep.h"
 #include "wire/wire.h"
 
@@ -121,8 +122,8 @@ raw_hello(raw *r, int task)
 }
 
 static void
-raw_push(raw *r, int task, const char *name, int dtype, const void *g, size_t len, int64_t step,
-         uint64_t seq)
+raw_push_at(raw *r, int task, const char *name, int dtype, const void *g, size_t len,
+            uint64_t offset, int64_t step, uint64_t seq)
 {
     sr_wire_pushdesc p;
     uint8_t          pd[SR_WIRE_BODY_MAX];
@@ -130,9 +131,17 @@ raw_push(raw *r, int task, const char *name, int dtype, const void *g, size_t le
     snprintf(p.name, sizeof(p.name), "%s", name);
     p.dtype = (uint8_t)dtype;
     p.count = len;
+    p.offset = offset;
     const void *body[2] = {pd, g};
     size_t      blen[2] = {sr_wire_pushdesc_encode(&p, pd, sizeof(pd)), len};
     raw_send(r, SR_MSG_PUSH, task, step, seq, body, blen, 2);
+}
+
+static void
+raw_push(raw *r, int task, const char *name, int dtype, const void *g, size_t len, int64_t step,
+         uint64_t seq)
+{
+    raw_push_at(r, task, name, dtype, g, len, 0, step, seq);
 }
 
 static int
@@ -209,6 +218,84 @@ task1_not_waiting(void *arg)
         return 0;
     }
     return strstr(w, "\"waiting_for_token\":false") != NULL;
+}
+
+static void expect_error(raw *r, int code);
+
+/* Partitions: x = float64[6] with --partition-bytes 16 is 3 partitions of 2
+ * rows (16 bytes), each its own accumulator (R = 2).  The client splits its
+ * pushes; a raw peer may push one partition or the whole variable; anything
+ * else is refused, naming the layout, and changes nothing. */
+static void
+test_protocol_partitions_each_an_accumulator(void **state)
+{
+    sr_harness    h;
+    sr_client    *c[2];
+    raw           r;
+    const int64_t shape[1] = {6};
+    const double  x0[6] = {10, 20, 30, 40, 50, 60};
+    double        g[6] = {1, 2, 3, 4, 5, 6}, x[6];
+    char          out[8192];
+    (void)state;
+
+    sr_harness_init(&h, "parts");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "1.0",
+                     "--partition-bytes", "16", "--step-log", NULL);
+    for (int i = 0; i < 2; i++) {
+        c[i] = sr_harness_client(&h, i);
+        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 1, shape, i == 0 ? x0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    assert_sr_ok(sr_client_ready(c[1]));
+    assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "\"partitions\":3"));
+
+    /* Worker 0 through the client (3 partition messages, answered before
+     * the call returns); worker 1 raw: partition 1, a bad offset, a bad
+     * length, then the whole variable. */
+    assert_sr_ok(sr_client_push(c[0], "x", g, sizeof(g)));
+    raw_open(&r, h.endpoint, 0x2222);
+    raw_hello(&r, 1);
+    raw_push_at(&r, 1, "x", SR_FLOAT64, g + 2, 16, 16, 0, 1);
+    assert_int_equal(push_outcome(&r), SR_PUSH_ACCEPTED);
+    raw_push_at(&r, 1, "x", SR_FLOAT64, g + 1, 16, 8, 0, 2);
+    expect_error(&r, SR_EINVAL);
+    assert_non_null(strstr((const char *)r.body[0], "3 partition(s) of 16 bytes"));
+    raw_push_at(&r, 1, "x", SR_FLOAT64, g + 2, 24, 16, 0, 3);
+    expect_error(&r, SR_EINVAL);
+    /* Partition 1 has its R = 2 now; the whole push completes 0 and 2 and
+     * is stale in 1 (taken): accepted where it counted. */
+    raw_push(&r, 1, "x", SR_FLOAT64, g, sizeof(g), 0, 4);
+    assert_int_equal(push_outcome(&r), SR_PUSH_ACCEPTED);
+    raw_close(&r);
+
+    assert_sr_ok(sr_client_step(c[0]));
+    assert_sr_ok(sr_client_pull(c[0], "x", x, sizeof(x)));
+    for (int i = 0; i < 6; i++) {
+        assert_true(x[i] == x0[i] - g[i]); /* mean of two equal gradients, lr 1 */
+    }
+    sr_client_close(c[0]);
+    sr_client_close(c[1]);
+    assert_int_equal(sr_harness_stop(&h), 0);
+
+    /* The step log: 3 partitions (elements 0, 2, 4) x 2 contributions. */
+    sr_store         *st;
+    sr_store_opts     o = {.readonly = 1};
+    sr_store_contrib *log = NULL;
+    size_t            n = 0;
+    assert_sr_ok(sr_store_open(h.store, &o, &st));
+    assert_sr_ok(sr_store_read_log(st, 0, 1, &log, &n));
+    assert_int_equal(n, 6);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(log[i].part, (int64_t)(i / 2) * 2);
+        assert_int_equal(log[i].pos, (int)(i % 2));
+        /* The client's partitioned push returns once all its partitions
+         * are answered: worker 0 came first everywhere. */
+        assert_int_equal(log[i].task_index, (int)(i % 2));
+    }
+    free(log);
+    sr_store_close(st);
+    sr_harness_fini(&h);
 }
 
 /* Small pushes of declared variables are pipelined: push returns before the
@@ -593,6 +680,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_protocol_resent_push_counted_once),
         cmocka_unit_test(test_protocol_pipelined_push_refusal_reported_by_flush_and_step),
+        cmocka_unit_test(test_protocol_partitions_each_an_accumulator),
         cmocka_unit_test(test_protocol_parked_token_of_vanished_peer_not_lost),
         cmocka_unit_test(test_protocol_bad_messages_answered_and_change_nothing),
         cmocka_unit_test(test_protocol_status_reports_workers_and_counts),

@@ -320,10 +320,10 @@ build(const char *path, store_kind kind, int keep)
         for (int i = 0; i < 3; i++) {
             w[i] = (sr_store_worker){i, g - (i == 2), 1700000000000 + g * 10 + i, inc};
         }
-        log[0] = (sr_store_contrib){g - 1, kernel, 0, 0, g - 1};
-        log[1] = (sr_store_contrib){g - 1, kernel, 1, 1, g - 1};
-        log[2] = (sr_store_contrib){g - 1, bias, 0, 1, g - 1};
-        log[3] = (sr_store_contrib){g - 1, emb, 0, 2, g - 2};
+        log[0] = (sr_store_contrib){g - 1, kernel, 0, 0, 0, g - 1};
+        log[1] = (sr_store_contrib){g - 1, kernel, 0, 1, 1, g - 1};
+        log[2] = (sr_store_contrib){g - 1, bias, 0, 0, 1, g - 1};
+        log[3] = (sr_store_contrib){g - 1, emb, 0, 0, 2, g - 2};
         memset(&c, 0, sizeof(c));
         c.global_step = g;
         c.tensors = t;
@@ -713,8 +713,8 @@ emit_header_damage(void)
     emit_poke32("sem-header-encoding-utf16le", M_RO, &b, 56, 2);
     emit_poke32("sem-header-encoding-utf16be", M_RW, &b, 56, 3);
     emit_poke32("sem-header-encoding-0", M_RO, &b, 56, 0);
-    emit_poke32("bad-header-user-version-2", M_RO, &b, 60, 2);
-    emit_poke32("bad-header-user-version-2-rw", M_ALL, &b, 60, 2);
+    emit_poke32("bad-header-user-version-3", M_RO, &b, 60, 3);
+    emit_poke32("bad-header-user-version-3-rw", M_ALL, &b, 60, 3);
     emit_poke32("bad-header-user-version-max", M_RO, &b, 60, 0xffffffff);
     emit_poke32("bad-header-user-version-0", M_RO, &b, 60, 0);
     emit_poke32("bad-header-user-version-0-rw", M_RW, &b, 60, 0);
@@ -757,7 +757,7 @@ emit_row_damage(void)
     emit_sql("bad-meta-no-format", M_RW, "DELETE FROM meta WHERE key = 'format'");
     emit_sql("bad-no-meta-table", M_RO, "DROP TABLE meta");
     emit_sql("bad-appid-pragma", M_RW, "PRAGMA application_id = 1");
-    emit_sql("bad-user-version-pragma-2", M_RW, "PRAGMA user_version = 2");
+    emit_sql("bad-user-version-pragma-3", M_RW, "PRAGMA user_version = 3");
     emit_sql("bad-user-version-pragma-0", M_RO, "PRAGMA user_version = 0");
 
     /* meta values. */
@@ -838,7 +838,7 @@ emit_row_damage(void)
     emit_sql("valid-workers-odd-values", M_ALL,
              "UPDATE worker SET local_step = 'abc', last_seen_ms = 1.5, incarnation = -1");
     emit_sql("valid-log-many", M_ALL,
-             "INSERT INTO step_log SELECT step + 1000, var_id, pos, task_index, local_step"
+             "INSERT INTO step_log SELECT step + 1000, var_id, part, pos, task_index, local_step"
              " FROM step_log");
     emit_sql("valid-rewinds-many", M_RO,
              "INSERT INTO rewind(incarnation, from_step, to_step, at_ms) SELECT incarnation,"

@@ -186,7 +186,7 @@ static void
 rep_hello(msg *m)
 {
     sr_wire_header    h = hdr(SR_MSG_HELLO | SR_WIRE_REPLY, 0);
-    sr_wire_hello_rep r = {12, 1, 2, 3, 64u << 20};
+    sr_wire_hello_rep r = {12, 1, 2, 3, 64u << 20, 4u << 20};
     uint8_t           b[SR_WIRE_BODY_MAX];
     size_t            n = sr_wire_hello_rep_encode(&r, b, sizeof(b));
     start(m, &h);
@@ -198,7 +198,7 @@ static void
 rep_hello_edge(msg *m)
 {
     sr_wire_header    h = hdr(SR_MSG_HELLO | SR_WIRE_REPLY, 0);
-    sr_wire_hello_rep r = {INT64_MAX, 0, INT32_MAX, 1, UINT64_MAX};
+    sr_wire_hello_rep r = {INT64_MAX, 0, INT32_MAX, 1, UINT64_MAX, UINT64_MAX};
     uint8_t           b[SR_WIRE_BODY_MAX];
     size_t            n = sr_wire_hello_rep_encode(&r, b, sizeof(b));
     h.incarnation = UINT64_MAX;
@@ -713,7 +713,8 @@ emit_malformed(void)
     emit_poke("bad-header-magic", req_hello, 0, 0, 'X');
     emit_poke("bad-header-magic-byte3", req_hello, 0, 3, 'S');
     emit_poke("bad-header-version-0", req_hello, 0, 4, 0);
-    emit_poke("bad-header-version-2", req_ping, 0, 4, 2);
+    emit_poke("bad-header-version-1", req_ping, 0, 4, 1);
+    emit_poke("bad-header-version-3", req_ping, 0, 4, 3);
     emit_poke("bad-header-type-0", req_hello, 0, 5, 0);
     emit_poke("bad-header-type-11", req_hello, 0, 5, SR_MSG_BYE + 1);
     emit_poke("bad-header-type-reply-0", rep_ping, 0, 5, SR_WIRE_REPLY);

@@ -110,13 +110,26 @@ test_optim_sparse_per_row_mean_touches_only_rows(void **state)
 
     sparse_setup(&a);
     o.lr = 1.0;
-    sr__optim_apply_accum(&o, 1, &a, var, NULL, NULL, dirty, 1);
+    sr__optim_apply_accum(&o, 1, &a, var, NULL, NULL, dirty, 1, 0);
     assert_near(var[0], 9.0f, 0);  /* 10 - 1/1 */
     assert_near(var[1], 7.0f, 0);  /* 10 - (2+4)/2 */
     assert_near(var[2], 10.0f, 0); /* untouched */
     assert_int_equal(dirty[0], 1);
     assert_int_equal(dirty[1], 1);
     assert_int_equal(dirty[2], 0);
+    sr__accum_destroy(&a);
+
+    /* The same accumulator as the partition at elements [4, 7) of a
+     * 7-element variable in chunks of 2: chunks 2 and 2 (rows 4, 5) marked. */
+    float   big[7] = {0, 0, 0, 0, 10, 10, 10};
+    uint8_t dirty4[4] = {0, 0, 0, 0};
+    sparse_setup(&a);
+    sr__optim_apply_accum(&o, 1, &a, big + 4, NULL, NULL, dirty4, 2, 4);
+    assert_near(big[4], 9.0f, 0);
+    assert_near(big[5], 7.0f, 0);
+    assert_near(big[6], 10.0f, 0);
+    assert_int_equal(dirty4[0] + dirty4[1] + dirty4[3], 0);
+    assert_int_equal(dirty4[2], 1);
     sr__accum_destroy(&a);
 }
 
@@ -131,7 +144,7 @@ test_optim_sparse_per_replica_mean_divides_by_R(void **state)
     sparse_setup(&a);
     o.lr = 1.0;
     o.sparse_mean = SR_SPARSE_MEAN_PER_REPLICA;
-    sr__optim_apply_accum(&o, 1, &a, var, NULL, NULL, NULL, 1);
+    sr__optim_apply_accum(&o, 1, &a, var, NULL, NULL, NULL, 1, 0);
     assert_near(var[0], 9.5f, 0); /* 10 - 1/2 */
     assert_near(var[1], 7.0f, 0);
     assert_near(var[2], 10.0f, 0);

@@ -127,6 +127,57 @@ test_schema_version0_file_migrates_to_current(void **state)
     assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), SR_STORE_SCHEMA_VERSION);
 }
 
+/* A schema-1 store (step log without partitions) migrates to 2: its step
+ * log rows keep their values with part 0; read-only refuses to migrate. */
+static void
+test_schema_v1_step_log_migrates_with_part_0(void **state)
+{
+    store_fixture    *f = *state;
+    sr_store         *st = NULL;
+    sr_store_opts     ro = {.readonly = 1};
+    sr_store_opts     rw = small_opts(64, 3);
+    const int64_t     shape[1] = {4};
+    float             v[4] = {1, 2, 3, 4};
+    int64_t           id;
+    sr_store_contrib *log = NULL;
+    size_t            n = 0;
+
+    rw.create = 1;
+    assert_sr_ok(sr_store_open(f->path, &rw, &st));
+    assert_sr_ok(sr_store_declare(st, "w", SR_FLOAT32, 1, shape, 1, v, sizeof(v), &id, NULL));
+    assert_sr_ok(sr_store_set_ready(st));
+    sr_store_contrib l[2] = {{0, id, 0, 0, 3, 0}, {0, id, 0, 1, 5, 0}};
+    sr_store_tensor  t = {.var_id = id, .data = v, .len_bytes = sizeof(v)};
+    sr_store_commit  c = {1, &t, 1, NULL, 0, l, 2};
+    assert_sr_ok(sr_store_commit_step(st, &c));
+    sr_store_close(st);
+    /* Back to schema 1's step log. */
+    sql_exec(f->path, "CREATE TABLE old(step INTEGER NOT NULL, var_id INTEGER NOT NULL,"
+                      " pos INTEGER NOT NULL, task_index INTEGER NOT NULL,"
+                      " local_step INTEGER NOT NULL, PRIMARY KEY (step, var_id, pos))"
+                      " WITHOUT ROWID;"
+                      "INSERT INTO old SELECT step, var_id, pos, task_index, local_step"
+                      " FROM step_log;"
+                      "DROP TABLE step_log; ALTER TABLE old RENAME TO step_log;"
+                      "PRAGMA user_version = 1;");
+    assert_sr_err(sr_store_open(f->path, &ro, &st), SR_ENOTSUP);
+    assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), 1);
+    rw.create = 0;
+    assert_sr_ok(sr_store_open(f->path, &rw, &st));
+    assert_sr_ok(sr_store_read_log(st, 0, 10, &log, &n));
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(log[i].step, 0);
+        assert_int_equal(log[i].var_id, id);
+        assert_int_equal(log[i].part, 0);
+        assert_int_equal(log[i].pos, (int)i);
+        assert_int_equal(log[i].task_index, i == 0 ? 3 : 5);
+    }
+    free(log);
+    sr_store_close(st);
+    assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), 2);
+}
+
 static void
 test_schema_empty_file_with_create_becomes_store(void **state)
 {
@@ -366,6 +417,7 @@ main(void)
         T(test_schema_new_file_gets_current_version),
         T(test_schema_current_file_reopens_unchanged),
         T(test_schema_version0_file_migrates_to_current),
+        T(test_schema_v1_step_log_migrates_with_part_0),
         T(test_schema_empty_file_with_create_becomes_store),
         T(test_schema_newer_version_is_eversion_unchanged),
         T(test_schema_foreign_sqlite_file_is_ecorrupt_unchanged),

@@ -349,12 +349,20 @@ test_store_records_incarnations_config_workers_log_roundtrip(void **state)
     assert_sr_ok(sr_store_declare(st, "w", SR_FLOAT32, 1, shape, 1, v, sizeof(v), &id, NULL));
     assert_sr_ok(sr_store_set_ready(st));
     for (int64_t g = 1; g <= 3; g++) {
-        sr_store_worker  w[2] = {{1, g, 1000 + g, inc}, {0, g - 1, 2000 + g, inc}};
-        sr_store_contrib l[2] = {{g - 1, id, 0, 1, g - 1}, {g - 1, id, 1, 0, g - 1}};
-        sr_store_tensor  t = {.var_id = id, .data = v, .len_bytes = sizeof(v)};
-        sr_store_commit  c = {g, &t, 1, w, 2, l, 2};
+        sr_store_worker w[2] = {{1, g, 1000 + g, inc}, {0, g - 1, 2000 + g, inc}};
+        /* Two partitions of w: elements [0, 2) and [2, 4). */
+        sr_store_contrib l[3] = {
+            {g - 1, id, 2, 0, 0, g - 1}, {g - 1, id, 0, 0, 1, g - 1}, {g - 1, id, 0, 1, 0, g - 1}};
+        sr_store_tensor t = {.var_id = id, .data = v, .len_bytes = sizeof(v)};
+        sr_store_commit c = {g, &t, 1, w, 2, l, 3};
         assert_sr_ok(sr_store_commit_step(st, &c));
     }
+    /* A partition past the variable's last element: refused. */
+    sr_store_contrib bad = {3, id, 4, 0, 0, 3};
+    sr_store_tensor  t4 = {.var_id = id, .data = v, .len_bytes = sizeof(v)};
+    sr_store_commit  c4 = {4, &t4, 1, NULL, 0, &bad, 1};
+    assert_sr_err(sr_store_commit_step(st, &c4), SR_EINVAL);
+    assert_non_null(strstr(sr_store_errmsg(st), "part 4"));
     assert_sr_ok(sr_store_list_workers(st, &ws, &n));
     assert_int_equal(n, 2);
     assert_int_equal(ws[0].task_index, 0);
@@ -365,16 +373,20 @@ test_store_records_incarnations_config_workers_log_roundtrip(void **state)
     assert_int_equal(ws[1].incarnation, 2);
     free(ws);
     assert_sr_ok(sr_store_read_log(st, 1, 3, &log, &n));
-    assert_int_equal(n, 4);
+    assert_int_equal(n, 6);
     assert_int_equal(log[0].step, 1);
+    assert_int_equal(log[0].part, 0);
     assert_int_equal(log[0].pos, 0);
     assert_int_equal(log[0].task_index, 1);
     assert_int_equal(log[1].pos, 1);
     assert_int_equal(log[1].task_index, 0);
+    assert_int_equal(log[2].part, 2);
+    assert_int_equal(log[2].pos, 0);
+    assert_int_equal(log[2].task_index, 0);
     assert_int_equal(log[3].step, 2);
     free(log);
     assert_sr_ok(sr_store_read_log(st, 0, 100, &log, &n));
-    assert_int_equal(n, 6);
+    assert_int_equal(n, 9);
     free(log);
 
     /* Incarnations: each with the step it started from and its config. */

@@ -159,6 +159,7 @@ sample_pushdesc(void)
     make_name(p.name, 3);
     p.dtype = SR_FLOAT64;
     p.count = 48;
+    p.offset = 4096;
     return p;
 }
 
@@ -172,6 +173,7 @@ sample_hello_rep(void)
     r.replicas_to_aggregate = 2;
     r.total_replicas = 3;
     r.max_message_bytes = 1u << 30;
+    r.partition_bytes = 4u << 20;
     return r;
 }
 
@@ -225,7 +227,7 @@ test_wire_header_layout_documented_offsets_match(void **state)
     sr_wire_header_encode(&h, buf);
 
     const uint8_t want[SR_WIRE_HEADER_BYTES] = {
-        'S',  'R',  'P',  '1',  1,    7,    0x01, 0x02, /* 0  */
+        'S',  'R',  'P',  '1',  2,    7,    0x01, 0x02, /* 0  */
         0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, /* 8  */
         0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, /* 16 */
         0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31, /* 24 */
@@ -286,7 +288,7 @@ test_wire_header_other_version_is_eproto(void **state)
     sr_wire_header h = edge_header();
     (void)state;
 
-    const uint8_t versions[] = {0, 2, 0xff};
+    const uint8_t versions[] = {0, 1, 3, 0xff}; /* 1: before partitions */
     for (size_t i = 0; i < sizeof(versions); i++) {
         sr_wire_header_encode(&h, buf);
         buf[4] = versions[i];
@@ -659,12 +661,14 @@ test_wire_pushdesc_edge_values_roundtrip_identical(void **state)
         make_name(p.name, k % 2 ? SR_WIRE_MAX_NAME : 1);
         p.dtype = (uint8_t)(SR_FLOAT32 + k);
         p.count = counts[k];
+        p.offset = counts[3 - k];
         size_t n = sr_wire_pushdesc_encode(&p, buf, sizeof(buf));
-        assert_int_equal(n, 2 + strlen(p.name) + 1 + 8);
+        assert_int_equal(n, 2 + strlen(p.name) + 1 + 16);
         assert_sr_ok(sr_wire_pushdesc_decode(buf, n, &d));
         assert_string_equal(d.name, p.name);
         assert_int_equal(d.dtype, p.dtype);
         assert_true(d.count == p.count);
+        assert_true(d.offset == p.offset);
         assert_int_equal(sr_wire_pushdesc_encode(&d, again, sizeof(again)), n);
         assert_memory_equal(buf, again, n);
     }
@@ -758,16 +762,41 @@ test_wire_hello_rep_edge_values_roundtrip_identical(void **state)
         r.replicas_to_aggregate = k % 2 ? 1 : INT32_MAX;
         r.total_replicas = k % 2 ? INT32_MAX : 1;
         r.max_message_bytes = k % 2 ? UINT64_MAX : 0;
+        r.partition_bytes = k % 2 ? 0 : UINT64_MAX;
         size_t n = sr_wire_hello_rep_encode(&r, buf, sizeof(buf));
-        assert_int_equal(n, 25);
+        assert_int_equal(n, 33);
         assert_sr_ok(sr_wire_hello_rep_decode(buf, n, &d));
         assert_true(d.global_step == r.global_step);
         assert_int_equal(d.model_ready, r.model_ready);
         assert_int_equal(d.replicas_to_aggregate, r.replicas_to_aggregate);
         assert_int_equal(d.total_replicas, r.total_replicas);
         assert_true(d.max_message_bytes == r.max_message_bytes);
+        assert_true(d.partition_bytes == r.partition_bytes);
         assert_int_equal(sr_wire_hello_rep_encode(&d, again, sizeof(again)), n);
         assert_memory_equal(buf, again, n);
+    }
+}
+
+/* The partition layout both sides compute from a variable's size. */
+static void
+test_wire_partition_rows_layout(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    /* (nbytes, rows, partition_bytes) -> rows per partition, 0 = one partition */
+    const uint64_t cases[][4] = {
+        {64 * MiB, 16 * MiB, 4 * MiB, MiB}, /* float32 vector: 1 Mi elements each */
+        {64 * MiB, 16 * MiB, 0, 0},         /* partitions off */
+        {4 * MiB, MiB, 4 * MiB, 0},         /* exactly the size: one partition */
+        {4 * MiB + 4, MiB + 1, 4 * MiB, MiB},
+        {64 * MiB, 2, 4 * MiB, 1},  /* rows bigger than a partition: one row each */
+        {64 * MiB, 1, 4 * MiB, 0},  /* a single row (or scalar) is never split */
+        {10 * MiB, 10, 3 * MiB, 3}, /* 3 rows per partition, the last one 1 row */
+        {0, 0, 4 * MiB, 0},         /* empty */
+        {16 * MiB, 4096, MiB, 256}, /* 4 KiB rows */
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        assert_true(sr_wire_partition_rows(cases[k][0], cases[k][1], cases[k][2]) == cases[k][3]);
     }
 }
 
@@ -1043,6 +1072,7 @@ main(void)
         cmocka_unit_test(test_wire_pushdesc_encode_bad_field_or_cap_returns_0),
         cmocka_unit_test(test_wire_hello_rep_edge_values_roundtrip_identical),
         cmocka_unit_test(test_wire_hello_rep_every_truncation_is_eproto),
+        cmocka_unit_test(test_wire_partition_rows_layout),
         cmocka_unit_test(test_wire_hello_rep_bad_fields_are_eproto),
         cmocka_unit_test(test_wire_hello_rep_encode_bad_field_or_cap_returns_0),
         cmocka_unit_test(test_wire_ready_req_mark_0_and_1_roundtrip_identical),
