@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "coordinator/coordinator.h"
 #include "core/log.h"
+#include "store/store.h"
 
 static volatile sig_atomic_t stop_flag;
 
@@ -215,6 +216,9 @@ sr__cli_coordinator(int argc, char **argv)
      * threshold) in the heap and never trim it: freed buffers are reused. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    /* SQLite's page cache: about 8 MiB instead of what the largest
+     * transaction touched (which never-trimmed heap would keep resident). */
+    sr_store_set_heap_limit(8 << 20);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));

@@ -812,6 +812,12 @@ sr_store_close(sr_store *st)
     store_free(st);
 }
 
+void
+sr_store_set_heap_limit(int64_t bytes)
+{
+    sqlite3_soft_heap_limit64(bytes);
+}
+
 const char *
 sr_store_errmsg(const sr_store *st)
 {

@@ -138,6 +138,13 @@ sr_err sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out
  * leaves the WAL, which the next open replays). */
 void sr_store_close(sr_store *st);
 
+/* Process-wide: keep SQLite's heap (page caches of every connection) near
+ * `bytes` (sqlite3_soft_heap_limit64; 0 = no limit).  Without it a big
+ * transaction (a 64 MiB variable declared or committed) leaves about half
+ * its size in SQLite's page cache, resident for the life of the process.
+ * The coordinator sets it at start (docs/store.md). */
+void sr_store_set_heap_limit(int64_t bytes);
+
 /* The handle's last failure text ("" if none). */
 const char *sr_store_errmsg(const sr_store *st);
 
