@@ -1099,7 +1099,9 @@ push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, con
         size_t           len = bytes - off < part ? bytes - off : part;
         frame            desc = {buf, 0};
 
-        if ((rc = wait_room(c, len, 2 * part)) != SR_OK) {
+        /* Room for this partition beside at most one more (descriptors
+         * included: they count in pend_bytes too). */
+        if ((rc = wait_room(c, len + SR_WIRE_BODY_MAX, 2 * (part + SR_WIRE_BODY_MAX))) != SR_OK) {
             break;
         }
         if (c->tainted) { /* a restart: the rest is stale too */

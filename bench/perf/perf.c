@@ -784,10 +784,18 @@ out:
 static int
 zsock_open(void **ctx, void **sock, int type, int hwm, slot *s)
 {
-    int linger = -1; /* close waits until everything queued is delivered */
+    int linger = -1;      /* close waits until everything queued is delivered */
+    int rcvtimeo = 60000; /* a baseline that stops hearing fails, it does not hang */
     if ((*ctx = zmq_ctx_new()) == NULL || (*sock = zmq_socket(*ctx, type)) == NULL) {
         fail_msg(s, "zmq socket: %s", zmq_strerror(errno));
         return -1;
+    }
+    zmq_setsockopt(*sock, ZMQ_RCVTIMEO, &rcvtimeo, sizeof(rcvtimeo));
+    if (type == ZMQ_ROUTER) {
+        /* A reply to a peer whose queue looks full blocks instead of being
+         * dropped silently (which left a sender waiting for its ack). */
+        int one = 1;
+        zmq_setsockopt(*sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
     }
     zmq_setsockopt(*sock, ZMQ_SNDHWM, &hwm, sizeof(hwm));
     zmq_setsockopt(*sock, ZMQ_RCVHWM, &hwm, sizeof(hwm));
@@ -814,8 +822,28 @@ stream_hwm(size_t msg_bytes)
     return h < 2 ? 2 : h > 1000 ? 1000 : (int)h;
 }
 
-/* Row 1 sender: a DEALER sending [u32 var index][gradient] per variable per
- * step, (warm + steps) steps' worth.  With ack, it waits for the receiver's
+/* Row 1's baseline sends a variable in pieces of at most the coordinator's
+ * default partition size (2 MiB), as libsyncrep sends a partitioned
+ * variable, and keeps as many unacknowledged as the client does (two for
+ * a variable of several pieces, else one): the same message sizes and the
+ * same flow control, without the protocol. */
+#define BASE_PIECE (2u * MIB)
+
+static size_t
+base_piece(size_t vb)
+{
+    return vb > BASE_PIECE ? BASE_PIECE : vb;
+}
+
+static int64_t
+base_npieces(size_t vb)
+{
+    size_t p = base_piece(vb);
+    return p ? (int64_t)((vb + p - 1) / p) : 1;
+}
+
+/* Row 1 sender: a DEALER sending [u32 var index, u32 piece][piece] per piece
+ * of each variable per step, (warm + steps) steps' worth.  With ack, it waits for the receiver's
  * one-byte acknowledgement of each message before the next, like
  * sr_client_push waits for its reply; without, it streams as fast as the
  * pipe takes them.  The gradient of worker w is (w + 1) * g, so the
@@ -823,14 +851,13 @@ stream_hwm(size_t msg_bytes)
 static int
 stream_sender(const run_cfg *c, int w, const char *endpoint, shm *sh)
 {
-    slot    *s = &sh->s[w];
-    void    *ctx = NULL, *sock = NULL;
-    size_t   vb = c->bytes / (size_t)c->nvars, ne = vb / sizeof(float);
-    float   *g = malloc(vb);
-    int      rc = -1;
-    double   cpu0 = cpu_self_s();
-    int64_t  flt0 = self_faults();
-    uint32_t idx;
+    slot   *s = &sh->s[w];
+    void   *ctx = NULL, *sock = NULL;
+    size_t  vb = c->bytes / (size_t)c->nvars, ne = vb / sizeof(float);
+    float  *g = malloc(vb);
+    int     rc = -1;
+    double  cpu0 = cpu_self_s();
+    int64_t flt0 = self_faults();
 
     s->t_start_ns = now_ns(); /* CPU share over the whole run, warm-up included */
 
@@ -848,19 +875,34 @@ stream_sender(const run_cfg *c, int w, const char *endpoint, shm *sh)
         fail_msg(s, "connect %s: %s", endpoint, zmq_strerror(errno));
         goto out;
     }
+    size_t  piece = base_piece(vb);
+    int64_t np = base_npieces(vb), unacked = 0, window = np > 1 ? 2 : 1;
+    uint8_t ack;
     for (int64_t k = 0; k < c->warm + c->steps; k++) {
         for (int v = 0; v < c->nvars; v++) {
-            idx = (uint32_t)v;
-            if (zmq_send(sock, &idx, sizeof(idx), ZMQ_SNDMORE) < 0 ||
-                zmq_send(sock, g, vb, 0) < 0) {
-                fail_msg(s, "send: %s", zmq_strerror(errno));
-                goto out;
+            for (int64_t p = 0; p < np; p++) {
+                uint32_t hdr[2] = {(uint32_t)v, (uint32_t)p};
+                size_t   off = (size_t)p * piece, len = vb - off < piece ? vb - off : piece;
+                if (c->ack && unacked == window) {
+                    if (zmq_recv(sock, &ack, sizeof(ack), 0) != (int)sizeof(ack)) {
+                        fail_msg(s, "recv ack: %s", zmq_strerror(errno));
+                        goto out;
+                    }
+                    unacked--;
+                }
+                if (zmq_send(sock, hdr, sizeof(hdr), ZMQ_SNDMORE) < 0 ||
+                    zmq_send(sock, (const uint8_t *)g + off, len, 0) < 0) {
+                    fail_msg(s, "send: %s", zmq_strerror(errno));
+                    goto out;
+                }
+                unacked++;
             }
-            uint8_t ack;
-            if (c->ack && zmq_recv(sock, &ack, sizeof(ack), 0) != (int)sizeof(ack)) {
-                fail_msg(s, "recv ack: %s", zmq_strerror(errno));
-                goto out;
-            }
+        }
+    }
+    for (; c->ack && unacked > 0; unacked--) {
+        if (zmq_recv(sock, &ack, sizeof(ack), 0) != (int)sizeof(ack)) {
+            fail_msg(s, "recv ack: %s", zmq_strerror(errno));
+            goto out;
         }
     }
     rc = 0;
@@ -884,8 +926,10 @@ stream_receiver(const run_cfg *c, const char *endpoint, shm *sh, int me)
     void   *ctx = NULL, *sock = NULL;
     size_t  vb = c->bytes / (size_t)c->nvars, ne = vb / sizeof(float);
     float  *acc = calloc(1, c->bytes);
-    int64_t total = (int64_t)c->W * (c->warm + c->steps) * c->nvars;
-    int64_t warm_msgs = (int64_t)c->W * c->warm * c->nvars;
+    size_t  piece = base_piece(vb);
+    int64_t np = base_npieces(vb);
+    int64_t total = (int64_t)c->W * (c->warm + c->steps) * c->nvars * np;
+    int64_t warm_msgs = (int64_t)c->W * c->warm * c->nvars * np;
     double  cpu0 = 0;
     int     rc = -1;
 
@@ -893,7 +937,7 @@ stream_receiver(const run_cfg *c, const char *endpoint, shm *sh, int me)
         fail_msg(s, "out of memory");
         goto out;
     }
-    if (zsock_open(&ctx, &sock, ZMQ_ROUTER, stream_hwm(vb), s) != 0) {
+    if (zsock_open(&ctx, &sock, ZMQ_ROUTER, stream_hwm(piece), s) != 0) {
         goto out;
     }
     if (zmq_bind(sock, endpoint) != 0) {
@@ -916,20 +960,23 @@ stream_receiver(const run_cfg *c, const char *endpoint, shm *sh, int me)
                 n++;
             }
         }
-        uint32_t idx = UINT32_MAX;
-        if (n == 3 && zmq_msg_size(&part[1]) == sizeof(idx)) {
-            memcpy(&idx, zmq_msg_data(&part[1]), sizeof(idx));
+        uint32_t hdr[2] = {UINT32_MAX, UINT32_MAX};
+        if (n == 3 && zmq_msg_size(&part[1]) == sizeof(hdr)) {
+            memcpy(hdr, zmq_msg_data(&part[1]), sizeof(hdr));
         }
-        if (idx >= (uint32_t)c->nvars || zmq_msg_size(&part[2]) != vb) {
+        size_t off = (size_t)hdr[1] * piece;
+        if (hdr[0] >= (uint32_t)c->nvars || hdr[1] >= (uint64_t)np ||
+            zmq_msg_size(&part[2]) != (vb - off < piece ? vb - off : piece)) {
             fail_msg(s, "malformed message %" PRId64, m);
             for (int i = 0; i < n; i++) {
                 zmq_msg_close(&part[i]);
             }
             goto out;
         }
-        float *restrict dst = acc + (size_t)idx * ne;
+        float *restrict dst = acc + (size_t)hdr[0] * ne + off / sizeof(float);
         const float *restrict src = zmq_msg_data(&part[2]);
-        for (size_t i = 0; i < ne; i++) {
+        size_t pe = zmq_msg_size(&part[2]) / sizeof(float);
+        for (size_t i = 0; i < pe; i++) {
             dst[i] += src[i];
         }
         const uint8_t ack = 1;
@@ -1449,10 +1496,12 @@ row_ingest(bench *b)
     int                 rc = 0;
 
     printf("# row 1: ingest -- push + step (no pull), R = W, --checkpoint-every-steps 0;\n"
-           "#        baseline: W DEALERs send [index][gradient] to one ROUTER that sums into one\n"
-           "#        buffer, %s; GB/s = W x S x steps / window (10^9 bytes)\n",
+           "#        baseline: W DEALERs send [index, piece][gradient piece of <= 2 MiB] to one\n"
+           "#        ROUTER that sums into one buffer, %s;\n"
+           "#        GB/s = W x S x steps / window (10^9 bytes)\n",
            b->ingest_stream ? "streaming (at most ~4 MiB or 2 messages queued per pipe end)"
-                            : "each message acknowledged before the next (one in flight)");
+                            : "each piece acknowledged, as many in flight as libsyncrep keeps "
+                              "(2 for a variable of several pieces, else 1)");
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]) && !interrupted; si++) {
         for (size_t wi = 0; wi < sizeof(ws) / sizeof(ws[0]); wi++) {
             for (int split = 0; split < 2; split++) {
