@@ -1458,8 +1458,9 @@ handle_push(coord *c, req_ctx *r)
     }
     if (!(p.offset == 0 && p.count == v->meta.nbytes)) {
         uint64_t r0, nr;
-        p0 = part_bytes > 0 && p.offset % part_bytes == 0 ? (uint32_t)(p.offset / part_bytes)
-                                                          : v->nparts;
+        uint64_t k =
+            part_bytes > 0 && p.offset % part_bytes == 0 ? p.offset / part_bytes : v->nparts;
+        p0 = k < v->nparts ? (uint32_t)k : v->nparts;
         if (v->nparts > 1 && p0 < v->nparts) {
             part_range(v, p0, &r0, &nr);
         }

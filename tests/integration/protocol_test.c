@@ -263,6 +263,9 @@ test_protocol_partitions_each_an_accumulator(void **state)
     assert_non_null(strstr((const char *)r.body[0], "3 partition(s) of 16 bytes"));
     raw_push_at(&r, 1, "x", SR_FLOAT64, g + 2, 24, 16, 0, 3);
     expect_error(&r, SR_EINVAL);
+    /* An offset whose partition index only wraps to 1 in 32 bits. */
+    raw_push_at(&r, 1, "x", SR_FLOAT64, g + 2, 16, 16 + (16ull << 32), 0, 3);
+    expect_error(&r, SR_EINVAL);
     /* Partition 1 has its R = 2 now; the whole push completes 0 and 2 and
      * is stale in 1 (taken): accepted where it counted. */
     raw_push(&r, 1, "x", SR_FLOAT64, g, sizeof(g), 0, 4);
