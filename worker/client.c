@@ -105,6 +105,8 @@ struct sr_client {
     int             npend, cap_pend;
     size_t          pend_bytes;
     size_t          room_need, room_budget; /* rpc type 0 waits until this fits */
+    int             npend_ext;              /* unanswered pushes sent from a caller's buffer */
+    int             wait_ext;               /* rpc type 0: ... or until npend_ext is 0 */
     uint64_t        part_bytes;             /* the coordinator's partition size (HELLO) */
     int             deferred_rc; /* a pipelined push's refusal, reported by the next step */
     char            deferred_err[1024];
@@ -320,6 +322,8 @@ pend_remove(sr_client *c, int i)
 
     memmove(&c->pend[i], &c->pend[i + 1], (size_t)(c->npend - i - 1) * sizeof(gone));
     c->npend--;
+    c->npend_ext -= gone.ext != NULL;
+    gone.ext = NULL;
     c->pend[c->npend] = gone; /* keeps its buffer for the next push */
     c->pend_bytes -= gone.desc_len + gone.data_len;
 }
@@ -379,6 +383,9 @@ pend_drop(sr_client *c)
 static int
 room_ok(const sr_client *c)
 {
+    if (c->wait_ext) {
+        return c->npend_ext == 0;
+    }
     return c->npend == 0 || (c->npend < PIPE_MAX_COUNT && c->room_need <= c->room_budget &&
                              c->pend_bytes <= c->room_budget - c->room_need);
 }
@@ -995,6 +1002,16 @@ wait_room(sr_client *c, size_t need, size_t budget)
     return rc == RESTARTED ? resync(c) : rc;
 }
 
+/* Wait until no push sent from a caller's buffer is unanswered. */
+static int
+wait_ext(sr_client *c)
+{
+    c->wait_ext = 1;
+    int rc = rpc(c, 0, 0, 0, NULL, 0, 0);
+    c->wait_ext = 0;
+    return rc == RESTARTED ? resync(c) : rc;
+}
+
 /* Wait for every pipelined push's answer. */
 static int
 flush_pushes(sr_client *c)
@@ -1057,6 +1074,7 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
         return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
     }
     c->npend++;
+    c->npend_ext += ext != 0;
     c->pend_bytes += desc->len + len;
     return SR_OK;
 }
@@ -1085,8 +1103,11 @@ push_pipelined(sr_client *c, const char *name, const frame *f)
 /* A dense push of a partitioned variable (docs/protocol.md, Partitions):
  * one PUSH per partition, at most two partitions unanswered at a time (so
  * the coordinator holds at most that much of this worker's gradient besides
- * its accumulators), sent from the caller's buffer; returns once all are
- * answered.  A partition the coordinator refuses is reported here. */
+ * its accumulators), sent from the caller's buffer, except the last one,
+ * which is copied: the call returns once the others are answered, and the
+ * last stays in flight like a pipelined push, so the next push (or the
+ * token request) keeps the pipe full.  A refused partition is reported here,
+ * or for the last one by the next blocking call. */
 static int
 push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, const uint8_t *grad,
                  size_t bytes, size_t part)
@@ -1115,14 +1136,13 @@ push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, con
             rc = fail(c, SR_EINVAL, "push %s: cannot encode", name);
             break;
         }
-        rc = pend_add(c, name, &desc, grad + off, len, 1);
+        rc = pend_add(c, name, &desc, grad + off, len, off + len < bytes);
     }
     if (rc == SR_OK) {
-        rc = flush_pushes(c);
+        rc = wait_ext(c);
     }
     for (int i = c->npend - 1; i >= 0; i--) {
         if (c->pend[i].ext != NULL) { /* failed before its answer: never re-sent */
-            c->pend[i].ext = NULL;
             pend_remove(c, i);
         }
     }

@@ -107,8 +107,13 @@ int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
  * the gradient is copied, sent, and the call returns without waiting, so
  * that the pushes and the token request of a round share one round trip.
  * Its answer is taken by the next blocking call (sr_client_step, or
- * sr_client_flush); a refusal of it is returned by that call.  Any other push
- * returns once the coordinator has answered it. */
+ * sr_client_flush); a refusal of it is returned by that call.  A variable
+ * above the coordinator's partition size (--partition-kib) travels as one
+ * PUSH per partition, sent from `grad`: the call returns once all but the
+ * last are answered, and the last (copied) is pipelined the same way
+ * (docs/protocol.md, Partitions).  Any other push returns once the
+ * coordinator has answered it.  A partition counts in sr_client_stats as a
+ * push of its own. */
 int sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes);
 
 /* Wait until every push sent so far is answered.  Returns 0, or the refusal

@@ -250,10 +250,12 @@ test_protocol_partitions_each_an_accumulator(void **state)
     assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "\"partitions\":3"));
 
-    /* Worker 0 through the client (3 partition messages, answered before
-     * the call returns); worker 1 raw: partition 1, a bad offset, a bad
-     * length, then the whole variable. */
+    /* Worker 0 through the client (3 partition messages; the call returns
+     * when the first two are answered, the flush waits for the last);
+     * worker 1 raw: partition 1, a bad offset, a bad length, then the whole
+     * variable. */
     assert_sr_ok(sr_client_push(c[0], "x", g, sizeof(g)));
+    assert_sr_ok(sr_client_flush(c[0]));
     raw_open(&r, h.endpoint, 0x2222);
     raw_hello(&r, 1);
     raw_push_at(&r, 1, "x", SR_FLOAT64, g + 2, 16, 16, 0, 1);
@@ -292,8 +294,8 @@ test_protocol_partitions_each_an_accumulator(void **state)
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(log[i].part, (int64_t)(i / 2) * 2);
         assert_int_equal(log[i].pos, (int)(i % 2));
-        /* The client's partitioned push returns once all its partitions
-         * are answered: worker 0 came first everywhere. */
+        /* Worker 0's partitions were all answered before worker 1 sent:
+         * it came first everywhere. */
         assert_int_equal(log[i].task_index, (int)(i % 2));
     }
     free(log);
