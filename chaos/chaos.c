@@ -744,9 +744,11 @@ write_report(chaos *c, const sr_chaos_check *checks, int nchecks, int passed, in
                      "{\n  \"passed\": %s,\n  \"seed\": %" PRIu64 ",\n  \"global_step\": %" PRId64
                      ",\n  \"config\": {\"workers\": %d, \"replicas_to_aggregate\": %d, "
                      "\"total_replicas\": %d, \"duration_s\": %.1f, \"kill_every_s\": %.2f, "
-                     "\"checkpoint_every_steps\": %d, \"optimizer\": \"%s\", \"targets\": [",
+                     "\"checkpoint_every_steps\": %d, \"optimizer\": \"%s\", \"commit\": \"%s\", "
+                     "\"partition_bytes\": %" PRId64 ", \"targets\": [",
                      passed ? "true" : "false", c->seed, gstep, c->workers, c->R, c->M, c->duration,
-                     c->kill_every, c->checkpoint_every, sr__optim_name(c->optim.kind));
+                     c->kill_every, c->checkpoint_every, sr__optim_name(c->optim.kind),
+                     c->commit_async ? "async" : "sync", c->partition_bytes);
     int first = 1;
     for (int i = 0; i < 3; i++) {
         if (c->targets[i]) {
