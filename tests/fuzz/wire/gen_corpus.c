@@ -132,7 +132,7 @@ add_vardesc(msg *m, const sr_wire_vardesc *v)
 }
 
 static void
-add_pushdesc(msg *m, const char *name, uint8_t dtype, uint64_t count)
+add_pushdesc_at(msg *m, const char *name, uint8_t dtype, uint64_t count, uint64_t offset)
 {
     sr_wire_pushdesc p;
     uint8_t          b[SR_WIRE_BODY_MAX];
@@ -142,9 +142,16 @@ add_pushdesc(msg *m, const char *name, uint8_t dtype, uint64_t count)
     snprintf(p.name, sizeof(p.name), "%s", name);
     p.dtype = dtype;
     p.count = count;
+    p.offset = offset;
     n = sr_wire_pushdesc_encode(&p, b, sizeof(b));
     check_encoded(n);
     add_frame(m, b, n);
+}
+
+static void
+add_pushdesc(msg *m, const char *name, uint8_t dtype, uint64_t count)
+{
+    add_pushdesc_at(m, name, dtype, count, 0);
 }
 
 /* n float32 values 0.5, 1.5, ... (little-endian IEEE-754). */
@@ -379,6 +386,17 @@ req_push(msg *m)
     add_f32_data(m, 6);
 }
 
+/* One partition of a variable (docs/protocol.md, Partitions). */
+static void
+req_push_partition(msg *m)
+{
+    sr_wire_header h = hdr(SR_MSG_PUSH, 0);
+    h.seq = 8;
+    start(m, &h);
+    add_pushdesc_at(m, "dense/kernel", SR_FLOAT32, 8, 16);
+    add_f32_data(m, 2);
+}
+
 static void
 req_push_resend(msg *m)
 {
@@ -567,6 +585,7 @@ static const struct {
     {"rep-pull-enoent", rep_pull_enoent},
     {"req-push", req_push},
     {"req-push-resend", req_push_resend},
+    {"req-push-partition", req_push_partition},
     {"rep-push-accepted", rep_push_accepted},
     {"rep-push-stale", rep_push_stale},
     {"rep-push-duplicate", rep_push_duplicate},
