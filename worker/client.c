@@ -47,7 +47,7 @@
  * partitions of a partitioned push: at most two partitions' bytes. */
 #define PIPE_PUSH_MAX  (1u << 20)
 #define PIPE_MAX_BYTES (4u << 20)
-#define PIPE_MAX_COUNT 1024
+#define PIPE_MAX_COUNT 256 /* well under the DEALER's send HWM (1000): never blocks */
 
 typedef struct decl {
     char     name[SR_WIRE_MAX_NAME + 1];
@@ -219,7 +219,12 @@ send_msg(sr_client *c, int type, uint64_t req_id, uint16_t flags, uint64_t incar
     h.local_step = local_step;
     h.seq = seq;
     sr_wire_header_encode(&h, hb);
-    if (zmq_send(c->sock, hb, sizeof(hb), nf ? ZMQ_SNDMORE : 0) < 0) {
+    /* Resends, PINGs and BYE are extras: when the queue to the coordinator
+     * is full (it is busy or gone) they are skipped rather than waited for
+     * (ZeroMQ takes the rest of a message whose first frame it took). */
+    int dw =
+        (flags & SR_WIRE_F_RESEND) || type == SR_MSG_PING || type == SR_MSG_BYE ? ZMQ_DONTWAIT : 0;
+    if (zmq_send(c->sock, hb, sizeof(hb), (nf ? ZMQ_SNDMORE : 0) | dw) < 0) {
         return -1;
     }
     for (int i = 0; i < nf; i++) {
