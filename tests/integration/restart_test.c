@@ -171,6 +171,122 @@ test_restart_kill9_between_and_mid_step_loses_nothing(void **state)
     sr_harness_fini(&h);
 }
 
+/* A vector variable and its own loop, for the partition test below. */
+#define PV_N 8
+
+static void *
+vloop(void *p)
+{
+    loop_arg *a = p;
+    double    v[PV_N], g[PV_N];
+
+    for (int i = 0; i < PV_N; i++) {
+        g[i] = (double)(i + 1);
+    }
+    for (int i = 0; sr_client_local_step(a->c) < a->until; i++) {
+        if ((a->rc = sr_client_pull(a->c, "v", v, sizeof(v))) != 0 ||
+            (a->rc = sr_client_push(a->c, "v", g, sizeof(g))) != 0 ||
+            (a->rc = sr_client_step(a->c)) != 0) {
+            snprintf(a->err, sizeof(a->err), "%s", sr_client_error(a->c));
+            fprintf(stderr, "worker failed in round %d: %s (%d)\n", i, a->err, a->rc);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void
+vrun_until(sr_client **c, int64_t until)
+{
+    pthread_t t[2];
+    loop_arg  a[2];
+
+    for (int i = 0; i < 2; i++) {
+        memset(&a[i], 0, sizeof(a[i]));
+        a[i].c = c[i];
+        a[i].until = until;
+        assert_int_equal(pthread_create(&t[i], NULL, vloop, &a[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        assert_sr_ok(a[i].rc);
+    }
+}
+
+/* The partition size may change between runs: a coordinator killed while
+ * v = float64[8] was 4 partitions (16 bytes) comes back with 2 (32 bytes);
+ * the clients learn the new layout from the new incarnation's HELLO, the
+ * model stays exact, and the step log has each step's layout, R = 2 in
+ * every partition. */
+static void
+test_restart_with_another_partition_size(void **state)
+{
+    sr_harness    h;
+    sr_client    *c[2];
+    const int64_t shape[1] = {PV_N};
+    double        v0[PV_N], v[PV_N];
+    int64_t       g1, gfinal;
+    (void)state;
+
+    for (int i = 0; i < PV_N; i++) {
+        v0[i] = 1000.0 + i;
+    }
+    sr_harness_init(&h, "reparts");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--step-log",
+                     "--partition-bytes", "16", NULL);
+    for (int i = 0; i < 2; i++) {
+        c[i] = sr_harness_client(&h, i);
+        assert_sr_ok(sr_client_declare(c[i], "v", SR_FLOAT64, 1, shape, i == 0 ? v0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    assert_sr_ok(sr_client_ready(c[1]));
+    vrun_until(c, 4);
+    g1 = gstep(c[0]);
+    sr_harness_kill9(&h);
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--step-log",
+                     "--partition-bytes", "32", NULL);
+    assert_int_equal(gstep(c[0]), g1);
+    vrun_until(c, g1 + 4);
+    gfinal = gstep(c[0]);
+    assert_sr_ok(sr_client_pull(c[1], "v", v, sizeof(v)));
+    for (int i = 0; i < PV_N; i++) {
+        assert_true(v[i] == v0[i] - 0.5 * (double)(i + 1) * (double)gfinal);
+    }
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+
+    sr_store             *st;
+    sr_store_opts         o = {.readonly = 1};
+    sr_store_contrib     *log = NULL;
+    sr_store_incarnation *incs = NULL;
+    size_t                n = 0, ninc = 0;
+    assert_sr_ok(sr_store_open(h.store, &o, &st));
+    assert_sr_ok(sr_store_list_incarnations(st, &incs, &ninc));
+    assert_int_equal(ninc, 2);
+    assert_int_equal(incs[1].restored_step, g1);
+    assert_sr_ok(sr_store_read_log(st, 0, gfinal, &log, &n));
+    /* Steps before the restart: parts 0, 2, 4, 6; after: 0, 4; 2 rows each. */
+    size_t want = 0;
+    for (int64_t s = 0; s < gfinal; s++) {
+        want += 2 * (s < g1 ? 4 : 2);
+    }
+    assert_int_equal(n, want);
+    for (size_t i = 0; i < n; i++) {
+        int64_t per = log[i].step < g1 ? 2 : 4; /* rows per partition */
+        assert_int_equal(log[i].part % per, 0);
+        assert_true(log[i].part < PV_N);
+        assert_int_equal(log[i].local_step, log[i].step);
+        /* ordered by (step, part, pos): pos alternates 0, 1 */
+        assert_int_equal(log[i].pos, (int32_t)(i % 2));
+    }
+    free(log);
+    free(incs);
+    sr_store_close(st);
+    sr_harness_fini(&h);
+}
+
 static int
 task1_joined(void *arg)
 {
@@ -271,6 +387,7 @@ main(void)
         cmocka_unit_test(test_restart_kill9_between_and_mid_step_loses_nothing),
         cmocka_unit_test(test_restart_while_worker_waits_for_chief),
         cmocka_unit_test(test_restart_sigterm_finishes_the_step_in_progress),
+        cmocka_unit_test(test_restart_with_another_partition_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
