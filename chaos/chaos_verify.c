@@ -27,7 +27,7 @@
 #include "wire/wire.h"
 
 /* A chaos variable's partitions under a --partition-bytes, computed as the
- * coordinator does (sr_wire_partition_rows). */
+ * coordinator does (sr_wire_partition_layout). */
 typedef struct {
     uint64_t rows, row_elems, part_rows;
     uint32_t nparts;
@@ -36,15 +36,14 @@ typedef struct {
 static layout
 var_layout(const sr_chaos_var *cv, uint64_t partition_bytes)
 {
-    layout   l;
-    uint64_t elems = sr_chaos_elems(cv);
+    layout         l;
+    sr_wire_layout w =
+        sr_wire_partition_layout(sr_chaos_bytes(cv), cv->ndim, cv->shape[0], partition_bytes);
 
-    l.rows = cv->ndim > 0 ? (uint64_t)cv->shape[0] : 1;
-    l.rows = l.rows ? l.rows : 1;
-    l.row_elems = elems / l.rows;
-    uint64_t per = sr_wire_partition_rows(sr_chaos_bytes(cv), l.rows, partition_bytes);
-    l.part_rows = per ? per : l.rows;
-    l.nparts = (uint32_t)((l.rows + l.part_rows - 1) / l.part_rows);
+    l.rows = w.rows;
+    l.row_elems = sr_chaos_elems(cv) / w.rows;
+    l.part_rows = w.part_rows;
+    l.nparts = (uint32_t)w.nparts;
     return l;
 }
 

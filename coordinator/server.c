@@ -484,18 +484,15 @@ part_range(const cvar *v, uint32_t p, uint64_t *row0, uint64_t *nrows)
 static sr_err
 init_accums(coord *c, cvar *v)
 {
-    uint64_t elems = v->meta.nbytes / sr_dtype_size(v->meta.dtype);
-    uint64_t rows = v->meta.ndim > 0 ? (uint64_t)v->meta.shape[0] : 1;
-    uint64_t per, nparts;
+    uint64_t       elems = v->meta.nbytes / sr_dtype_size(v->meta.dtype);
+    sr_wire_layout l = sr_wire_partition_layout(v->meta.nbytes, v->meta.ndim, v->meta.shape[0],
+                                                c->o->partition_bytes);
+    uint64_t       nparts = l.nparts;
 
-    if (rows == 0) {
-        rows = 1; /* an empty variable: no rows to push to, dense pushes of 0 bytes */
-    }
-    per = sr_wire_partition_rows(v->meta.nbytes, rows, c->o->partition_bytes);
-    v->rows = rows;
-    v->row_elems = elems / rows;
-    v->part_rows = per ? per : rows;
-    nparts = (rows + v->part_rows - 1) / v->part_rows;
+    /* An empty variable is one row of nothing: dense pushes of 0 bytes. */
+    v->rows = l.rows;
+    v->row_elems = elems / l.rows;
+    v->part_rows = l.part_rows;
     if (nparts > (1u << 24)) {
         return sr_fail(SR_EINVAL,
                        "variable %s: %" PRIu64 " partitions (rows of %" PRIu64
@@ -1407,6 +1404,16 @@ after_accept(coord *c, int ntook)
 /* Whether a push of `mode` computed at local_step may go to partitions
  * [p0, p1) of v: 0 and *accepts = how many would take it, or -1 (refused:
  * some partition receives the other kind of gradient this step). */
+/* A push went through (accepted by `accepts` partitions, `took` of them
+ * taken by it): answer it and apply the step if it completed one. */
+static void
+finish_push(coord *c, req_ctx *r, int accepts, int took)
+{
+    r->cl->last_seq = r->h.seq;
+    push_reply(c, r, accepts > 0 ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
+    after_accept(c, took);
+}
+
 static int
 check_parts(const cvar *v, uint32_t p0, uint32_t p1, int64_t local_step, int mode, int *accepts)
 {
@@ -1508,9 +1515,7 @@ handle_push(coord *c, req_ctx *r)
         }
         took += v->acc[k].taken && out == SR_ACC_ACCEPTED;
     }
-    r->cl->last_seq = r->h.seq;
-    push_reply(c, r, accepts > 0 ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
-    after_accept(c, took);
+    finish_push(c, r, accepts, took);
 }
 
 /* Group a sparse push's rows by partition, keeping their order within each
@@ -1626,37 +1631,36 @@ handle_push_sparse(coord *c, req_ctx *r)
                   p.name);
         return;
     }
-    if (v->nparts == 1) {
-        rc = sr__accum_push_sparse(&v->acc[0], idx, rows, p.count, r->h.local_step, r->h.task_index,
-                                   &out);
-        if (rc != SR_OK) {
-            REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
-            return;
-        }
-        took = v->acc[0].taken && out == SR_ACC_ACCEPTED;
-    } else if (accepts > 0) {
+    /* Every partition counts the push, with the rows that fall in it (maybe
+     * none), as a partitioned variable's separate accumulators would. */
+    const int64_t  *pidx = idx;
+    const uint8_t  *prows = rows;
+    const uint64_t  whole[2] = {0, p.count};
+    const uint64_t *start = whole;
+    if (v->nparts > 1 && accepts > 0) {
         if ((rc = split_sparse(c, v, idx, rows, p.count)) != SR_OK) {
             REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
             return;
         }
-        /* Every partition counts the push, with the rows that fall in it
-         * (maybe none), as a partitioned variable's separate accumulators
-         * would. */
-        for (uint32_t k = 0; k < v->nparts; k++) {
-            uint64_t b = c->sp_start[k], n = c->sp_start[k + 1] - b;
-            rc = sr__accum_push_sparse(&v->acc[k], c->sp_idx + b, c->sp_rows + b * row_bytes, n,
-                                       r->h.local_step, r->h.task_index, &out);
-            if (rc != SR_OK) {
-                SR_LOG(SR_LOG_ERR, "COORD-PUSH", "push_sparse %s partition %u: %s", p.name, k,
-                       sr_errdetail());
-                break;
-            }
-            took += v->acc[k].taken && out == SR_ACC_ACCEPTED;
-        }
+        pidx = c->sp_idx;
+        prows = c->sp_rows;
+        start = c->sp_start;
     }
-    r->cl->last_seq = r->h.seq;
-    push_reply(c, r, accepts > 0 ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
-    after_accept(c, took);
+    for (uint32_t k = 0; accepts > 0 && k < v->nparts; k++) {
+        rc = sr__accum_push_sparse(&v->acc[k], pidx + start[k], prows + start[k] * row_bytes,
+                                   start[k + 1] - start[k], r->h.local_step, r->h.task_index, &out);
+        if (rc != SR_OK && k == 0) {
+            REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
+            return;
+        }
+        if (rc != SR_OK) { /* out of memory for a sum: the partitions before it count */
+            SR_LOG(SR_LOG_ERR, "COORD-PUSH", "push_sparse %s partition %u: %s", p.name, k,
+                   sr_errdetail());
+            break;
+        }
+        took += v->acc[k].taken && out == SR_ACC_ACCEPTED;
+    }
+    finish_push(c, r, accepts, took);
 }
 
 static void

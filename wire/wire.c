@@ -505,6 +505,19 @@ sr_wire_partition_rows(uint64_t nbytes, uint64_t rows, uint64_t partition_bytes)
     return per >= rows ? 0 : per;
 }
 
+sr_wire_layout
+sr_wire_partition_layout(uint64_t nbytes, int ndim, int64_t shape0, uint64_t partition_bytes)
+{
+    sr_wire_layout l;
+    uint64_t       per;
+
+    l.rows = ndim > 0 && shape0 > 0 ? (uint64_t)shape0 : 1;
+    per = sr_wire_partition_rows(nbytes, l.rows, partition_bytes);
+    l.part_rows = per ? per : l.rows;
+    l.nparts = (l.rows + l.part_rows - 1) / l.part_rows;
+    return l;
+}
+
 /* ---- ready request --------------------------------------------------- */
 
 size_t

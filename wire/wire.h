@@ -121,6 +121,16 @@ typedef struct {
  * variable is one partition. */
 uint64_t sr_wire_partition_rows(uint64_t nbytes, uint64_t rows, uint64_t partition_bytes);
 
+/* The whole layout, as the coordinator, the client and the chaos verifier
+ * use it: rows = shape[0] (1 for a scalar or an empty first dimension),
+ * part_rows per partition (rows when the variable is one partition), nparts
+ * >= 1; partition p holds rows [p * part_rows, min((p + 1) * part_rows, rows)). */
+typedef struct {
+    uint64_t rows, part_rows, nparts;
+} sr_wire_layout;
+sr_wire_layout sr_wire_partition_layout(uint64_t nbytes, int ndim, int64_t shape0,
+                                        uint64_t partition_bytes);
+
 /* READY request body: u8 mark (1: the chief marks the model ready; 0: ask). */
 typedef struct {
     uint8_t mark;

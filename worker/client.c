@@ -378,8 +378,7 @@ static void
 pend_drop(sr_client *c)
 {
     while (c->npend > 0) {
-        c->stats.pushes++;
-        c->stats.stale++;
+        count_outcome(c, SR_PUSH_STALE);
         pend_remove(c, c->npend - 1);
     }
 }
@@ -959,8 +958,7 @@ push_common(sr_client *c, int type, const char *name, const frame *f, int nf)
     if (c->tainted) {
         /* Computed from values pulled before a coordinator restart was noticed:
          * a gradient of no single step.  Dropped like any stale gradient. */
-        c->stats.pushes++;
-        c->stats.stale++;
+        count_outcome(c, SR_PUSH_STALE);
         return SR_OK;
     }
     seq = ++c->seq;
@@ -968,8 +966,7 @@ push_common(sr_client *c, int type, const char *name, const frame *f, int nf)
 
     if (rc == RESTARTED) {
         /* Computed for the old incarnation: dropped, like any stale gradient. */
-        c->stats.pushes++;
-        c->stats.stale++;
+        count_outcome(c, SR_PUSH_STALE);
         return resync(c);
     }
     if (rc < 0) {
@@ -984,14 +981,7 @@ push_common(sr_client *c, int type, const char *name, const frame *f, int nf)
                                                 &rep) != SR_OK) {
         return fail(c, SR_EPROTO, "push %s: malformed reply", name);
     }
-    c->stats.pushes++;
-    if (rep.outcome == SR_PUSH_ACCEPTED) {
-        c->stats.accepted++;
-    } else if (rep.outcome == SR_PUSH_STALE) {
-        c->stats.stale++;
-    } else {
-        c->stats.duplicate++;
-    }
+    count_outcome(c, rep.outcome);
     return SR_OK;
 }
 
@@ -1098,8 +1088,7 @@ push_pipelined(sr_client *c, const char *name, const frame *f)
         return rc;
     }
     if (c->tainted) { /* the wait noticed a restart */
-        c->stats.pushes++;
-        c->stats.stale++;
+        count_outcome(c, SR_PUSH_STALE);
         return SR_OK;
     }
     return pend_add(c, name, &f[0], f[1].data, f[1].len, 0);
@@ -1131,8 +1120,7 @@ push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, con
             break;
         }
         if (c->tainted) { /* a restart: the rest is stale too */
-            c->stats.pushes++;
-            c->stats.stale++;
+            count_outcome(c, SR_PUSH_STALE);
             continue;
         }
         p.count = len;
@@ -1203,14 +1191,14 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
     f[1].data = grad;
     f[1].len = bytes;
     if (!c->tainted && d != NULL && d->nbytes == bytes) {
-        uint64_t rows = d->ndim > 0 && d->shape[0] > 0 ? (uint64_t)d->shape[0] : 1;
-        uint64_t per = sr_wire_partition_rows(bytes, rows, c->part_bytes);
-        if (per > 0) {
+        sr_wire_layout l = sr_wire_partition_layout(bytes, d->ndim, d->shape[0], c->part_bytes);
+        if (l.nparts > 1) {
             sr_wire_pushdesc p;
             memset(&p, 0, sizeof(p));
             snprintf(p.name, sizeof(p.name), "%s", name);
             p.dtype = (uint8_t)d->dtype;
-            return push_partitioned(c, name, &p, grad, bytes, (size_t)(per * (bytes / rows)));
+            return push_partitioned(c, name, &p, grad, bytes,
+                                    (size_t)(l.part_rows * (bytes / l.rows)));
         }
         if (bytes <= PIPE_PUSH_MAX) {
             return push_pipelined(c, name, f);

@@ -1488,6 +1488,19 @@ size_text(size_t bytes, char *buf, size_t len)
 
 /* ---- rows ------------------------------------------------------------------ */
 
+/* A row's cell whose repetitions are in: dropped if none ran, else judged
+ * by its ratio. */
+static void
+close_ratio_cell(bench *b, cell *x, double min_ratio)
+{
+    if (x->nreps == 0) {
+        b->ncells--;
+        return;
+    }
+    finish_cell(x);
+    x->met = x->ratio >= min_ratio;
+}
+
 static int
 row_ingest(bench *b)
 {
@@ -1573,12 +1586,7 @@ row_ingest(bench *b)
                         add_mem(b, label, 2 * S, rs.hwm_mib);
                     }
                 }
-                if (x->nreps == 0) {
-                    b->ncells--;
-                    continue;
-                }
-                finish_cell(x);
-                x->met = x->ratio >= 0.8;
+                close_ratio_cell(b, x, 0.8);
             }
         }
     }
@@ -1633,12 +1641,7 @@ row_small(bench *b)
             x->sr[x->nreps] = rs.value;
             x->base[x->nreps++] = rb.value;
         }
-        if (x->nreps == 0) {
-            b->ncells--;
-            continue;
-        }
-        finish_cell(x);
-        x->met = x->ratio >= 0.8;
+        close_ratio_cell(b, x, 0.8);
     }
     return rc;
 }

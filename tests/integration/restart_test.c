@@ -25,22 +25,29 @@
  * step (as in TensorFlow), so a fixed number of rounds per worker could end
  * with one worker waiting for a partner that has stopped. */
 typedef struct {
-    sr_client *c;
-    int64_t    until;
-    int        rc;
-    char       err[512];
+    sr_client  *c;
+    const char *name; /* a float64 variable of n elements; gradient[i] = i + 1 */
+    int         n;
+    int64_t     until;
+    int         rc;
+    char        err[512];
 } loop_arg;
+
+#define LOOP_MAX_N 8
 
 static void *
 loop(void *p)
 {
-    loop_arg    *a = p;
-    const double g = 1.0;
-    double       x;
+    loop_arg *a = p;
+    double    v[LOOP_MAX_N], g[LOOP_MAX_N];
+    size_t    bytes = (size_t)a->n * sizeof(double);
 
+    for (int i = 0; i < a->n; i++) {
+        g[i] = (double)(i + 1);
+    }
     for (int i = 0; sr_client_local_step(a->c) < a->until; i++) {
-        if ((a->rc = sr_client_pull(a->c, "x", &x, sizeof(x))) != 0 ||
-            (a->rc = sr_client_push(a->c, "x", &g, sizeof(g))) != 0 ||
+        if ((a->rc = sr_client_pull(a->c, a->name, v, bytes)) != 0 ||
+            (a->rc = sr_client_push(a->c, a->name, g, bytes)) != 0 ||
             (a->rc = sr_client_step(a->c)) != 0) {
             snprintf(a->err, sizeof(a->err), "%s", sr_client_error(a->c));
             /* Say it now: the other worker may wait for this one forever. */
@@ -51,8 +58,9 @@ loop(void *p)
     return NULL;
 }
 
+/* Both workers train variable `name` (n float64) until `until`. */
 static void
-run_until(sr_client **c, int64_t until)
+train_until(sr_client **c, const char *name, int n, int64_t until)
 {
     pthread_t t[2];
     loop_arg  a[2];
@@ -60,6 +68,8 @@ run_until(sr_client **c, int64_t until)
     for (int i = 0; i < 2; i++) {
         memset(&a[i], 0, sizeof(a[i]));
         a[i].c = c[i];
+        a[i].name = name;
+        a[i].n = n;
         a[i].until = until;
         assert_int_equal(pthread_create(&t[i], NULL, loop, &a[i]), 0);
     }
@@ -70,6 +80,13 @@ run_until(sr_client **c, int64_t until)
         }
         assert_sr_ok(a[i].rc);
     }
+}
+
+/* The scalar x with gradient 1. */
+static void
+run_until(sr_client **c, int64_t until)
+{
+    train_until(c, "x", 1, until);
 }
 
 static int64_t
@@ -171,47 +188,8 @@ test_restart_kill9_between_and_mid_step_loses_nothing(void **state)
     sr_harness_fini(&h);
 }
 
-/* A vector variable and its own loop, for the partition test below. */
 #define PV_N 8
-
-static void *
-vloop(void *p)
-{
-    loop_arg *a = p;
-    double    v[PV_N], g[PV_N];
-
-    for (int i = 0; i < PV_N; i++) {
-        g[i] = (double)(i + 1);
-    }
-    for (int i = 0; sr_client_local_step(a->c) < a->until; i++) {
-        if ((a->rc = sr_client_pull(a->c, "v", v, sizeof(v))) != 0 ||
-            (a->rc = sr_client_push(a->c, "v", g, sizeof(g))) != 0 ||
-            (a->rc = sr_client_step(a->c)) != 0) {
-            snprintf(a->err, sizeof(a->err), "%s", sr_client_error(a->c));
-            fprintf(stderr, "worker failed in round %d: %s (%d)\n", i, a->err, a->rc);
-            return NULL;
-        }
-    }
-    return NULL;
-}
-
-static void
-vrun_until(sr_client **c, int64_t until)
-{
-    pthread_t t[2];
-    loop_arg  a[2];
-
-    for (int i = 0; i < 2; i++) {
-        memset(&a[i], 0, sizeof(a[i]));
-        a[i].c = c[i];
-        a[i].until = until;
-        assert_int_equal(pthread_create(&t[i], NULL, vloop, &a[i]), 0);
-    }
-    for (int i = 0; i < 2; i++) {
-        pthread_join(t[i], NULL);
-        assert_sr_ok(a[i].rc);
-    }
-}
+_Static_assert(PV_N <= LOOP_MAX_N, "loop() holds at most LOOP_MAX_N elements");
 
 /* The partition size may change between runs: a coordinator killed while
  * v = float64[8] was 4 partitions (16 bytes) comes back with 2 (32 bytes);
@@ -240,13 +218,13 @@ test_restart_with_another_partition_size(void **state)
     }
     assert_sr_ok(sr_client_ready(c[0]));
     assert_sr_ok(sr_client_ready(c[1]));
-    vrun_until(c, 4);
+    train_until(c, "v", PV_N, 4);
     g1 = gstep(c[0]);
     sr_harness_kill9(&h);
     sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--step-log",
                      "--partition-bytes", "32", NULL);
     assert_int_equal(gstep(c[0]), g1);
-    vrun_until(c, g1 + 4);
+    train_until(c, "v", PV_N, g1 + 4);
     gfinal = gstep(c[0]);
     assert_sr_ok(sr_client_pull(c[1], "v", v, sizeof(v)));
     for (int i = 0; i < PV_N; i++) {

@@ -798,6 +798,15 @@ test_wire_partition_rows_layout(void **state)
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         assert_true(sr_wire_partition_rows(cases[k][0], cases[k][1], cases[k][2]) == cases[k][3]);
     }
+    /* The layout around it: scalars and empty first dimensions are one row. */
+    sr_wire_layout l = sr_wire_partition_layout(10 * MiB, 2, 10, 3 * MiB);
+    assert_true(l.rows == 10 && l.part_rows == 3 && l.nparts == 4);
+    l = sr_wire_partition_layout(8, 0, 0, 4);
+    assert_true(l.rows == 1 && l.part_rows == 1 && l.nparts == 1);
+    l = sr_wire_partition_layout(0, 2, 0, 4);
+    assert_true(l.rows == 1 && l.part_rows == 1 && l.nparts == 1);
+    l = sr_wire_partition_layout(64 * MiB, 1, 16 * MiB, 0);
+    assert_true(l.rows == 16 * MiB && l.part_rows == 16 * MiB && l.nparts == 1);
 }
 
 static void
