@@ -779,7 +779,11 @@ sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out)
         goto fail;
     }
     flags = st->opts.readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
-    r = sqlite3_open_v2(path, &st->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    if ((r = sr__store_vfs_init()) != SQLITE_OK) {
+        rc = sr_fail(SR_ESTORE, "%s: cannot register the SQLite VFS: %s", path, sqlite3_errstr(r));
+        goto fail;
+    }
+    r = sqlite3_open_v2(path, &st->db, flags | SQLITE_OPEN_NOMUTEX, SR_STORE_VFS);
     if (r != SQLITE_OK) {
         rc = sr__store_sqlerr(st, r, "open");
         goto fail;

@@ -23,6 +23,12 @@
 /* Largest chunk: SQLite's blob limit is 1e9 bytes; keep well below it. */
 #define SR_STORE_MAX_CHUNK_BYTES (256u << 20)
 
+/* The VFS every store connection opens with (store_vfs.c): the default one
+ * with the small writes of a WAL commit gathered into one.  Registered by
+ * sr__store_vfs_init (idempotent, thread-safe; SQLITE_OK or an SQLite code). */
+#define SR_STORE_VFS "syncrep"
+int sr__store_vfs_init(void);
+
 /* Cached statements.  Prepared once (SQLITE_PREPARE_PERSISTENT) on first use
  * and reused: the commit loop never calls sqlite3_prepare. */
 typedef enum {

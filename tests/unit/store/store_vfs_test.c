@@ -1,0 +1,290 @@
+/*
+ * The syncrep VFS (store/store_vfs.c): a small commit reaches the WAL in one
+ * write instead of two per frame, another process reading the store while
+ * it commits only ever sees whole committed steps, big pages go straight
+ * through, and a WAL write that the OS refuses fails the commit and leaves
+ * the previous step intact (docs/store.md, "The syncrep VFS").
+ */
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include "store_test_util.h"
+
+#define NELEM 1024 /* a 4 KiB float32 variable */
+
+static sr_store *
+open_paged(const char *path, int page_size, int readonly)
+{
+    sr_store_opts o = small_opts(0, 3);
+    sr_store     *st = NULL;
+    o.page_size = page_size;
+    o.sync = SR_STORE_SYNC_NORMAL;
+    o.readonly = readonly;
+    o.skip_quick_check = readonly;
+    assert_sr_ok(sr_store_open(path, &o, &st));
+    return st;
+}
+
+static int64_t
+declare_var(sr_store *st, size_t nelem)
+{
+    int64_t shape[1] = {(int64_t)nelem};
+    int64_t id;
+    int     existed;
+    float  *v = calloc(nelem, sizeof(float));
+    assert_non_null(v);
+    fill_pattern(v, SR_FLOAT32, nelem, 1, 0);
+    assert_sr_ok(sr_store_declare(st, "w", SR_FLOAT32, 1, shape, 1, v, nelem * sizeof(float), &id,
+                                  &existed));
+    assert_sr_ok(sr_store_set_ready(st));
+    free(v);
+    return id;
+}
+
+/* Commit step `step` of the pattern; returns what sr_store_commit_step did. */
+static sr_err
+commit_pattern(sr_store *st, int64_t id, float *v, size_t nelem, int64_t step)
+{
+    sr_store_worker  w[4];
+    sr_store_contrib log[4];
+    fill_pattern(v, SR_FLOAT32, nelem, 1, step);
+    for (int i = 0; i < 4; i++) {
+        w[i] = (sr_store_worker){.task_index = i, .local_step = step, .incarnation = 1};
+        log[i] = (sr_store_contrib){
+            .step = step - 1, .var_id = id, .pos = i, .task_index = i, .local_step = step - 1};
+    }
+    sr_store_tensor t = {.var_id = id, .data = v, .len_bytes = nelem * sizeof(float)};
+    sr_store_commit c = {.global_step = step,
+                         .tensors = &t,
+                         .ntensors = 1,
+                         .workers = w,
+                         .nworkers = 4,
+                         .log = log,
+                         .nlog = 4};
+    return sr_store_commit_step(st, &c);
+}
+
+static void
+assert_step(sr_store *st, int64_t id, size_t nelem, int64_t step)
+{
+    sr_store_info info;
+    float        *want = malloc(nelem * sizeof(float)), *got = malloc(nelem * sizeof(float));
+    assert_non_null(want);
+    assert_non_null(got);
+    assert_sr_ok(sr_store_get_info(st, &info));
+    assert_int_equal(info.global_step, step);
+    fill_pattern(want, SR_FLOAT32, nelem, 1, step);
+    assert_sr_ok(sr_store_read_tensor(st, id, NULL, -1, got, nelem * sizeof(float)));
+    assert_memory_equal(got, want, nelem * sizeof(float));
+    free(want);
+    free(got);
+}
+
+static void
+test_small_commit_is_one_wal_write(void **state)
+{
+    store_fixture     *f = *state;
+    sr_store          *st = open_paged(f->path, 4096, 0);
+    int64_t            id = declare_var(st, NELEM);
+    float              v[NELEM];
+    sr_store_wal_stats a, b;
+
+    assert_sr_ok(commit_pattern(st, id, v, NELEM, 1));
+    sr_store *rd = open_paged(f->path, 4096, 1); /* a second connection */
+    sr_store_get_wal_stats(&a);
+    for (int64_t s = 2; s <= 51; s++) {
+        assert_sr_ok(commit_pattern(st, id, v, NELEM, s));
+        /* Committed means readable by another connection at once. */
+        assert_step(rd, id, NELEM, s);
+    }
+    sr_store_get_wal_stats(&b);
+    uint64_t asked = b.wal_writes - a.wal_writes, done = b.file_writes - a.file_writes;
+    /* Each commit is several frames (value, chunk rows, meta, workers, step
+     * log, checkpoint), two writes each, and one write to the file. */
+    assert_true(asked >= 50 * 8);
+    assert_int_equal(done, 50);
+    sr_store_close(rd);
+    sr_store_close(st);
+    st = open_paged(f->path, 4096, 0);
+    assert_step(st, id, NELEM, 51);
+    char *report = NULL;
+    assert_sr_ok(sr_store_verify(st, &report));
+    free(report);
+    sr_store_close(st);
+}
+
+static void
+test_big_pages_go_straight_through(void **state)
+{
+    store_fixture     *f = *state;
+    sr_store          *st = open_paged(f->path, 65536, 0);
+    size_t             n = 256 * 1024; /* 1 MiB: 16 full pages */
+    int64_t            id = declare_var(st, n);
+    float             *v = malloc(n * sizeof(float));
+    sr_store_wal_stats a, b;
+
+    assert_non_null(v);
+    sr_store_get_wal_stats(&a);
+    for (int64_t s = 1; s <= 5; s++) {
+        assert_sr_ok(commit_pattern(st, id, v, n, s));
+    }
+    sr_store_get_wal_stats(&b);
+    /* Headers are gathered only up to the next big page: nothing saved, and
+     * nothing lost. */
+    assert_true(b.file_writes - a.file_writes >= (b.wal_writes - a.wal_writes) / 2);
+    sr_store_close(st);
+    st = open_paged(f->path, 65536, 0);
+    assert_step(st, id, n, 5);
+    sr_store_close(st);
+    free(v);
+}
+
+/* A reader process checks every step it sees against the pattern while the
+ * writer commits; it exits 0 after `want` good reads and no bad one. */
+static int
+reader_main(const char *path, int64_t id, int64_t last, int want)
+{
+    sr_store_opts o = small_opts(0, 3);
+    sr_store     *st = NULL;
+    float         got[NELEM], exp[NELEM];
+    int           good = 0;
+
+    o.readonly = 1;
+    o.skip_quick_check = 1;
+    o.sync = SR_STORE_SYNC_NORMAL;
+    if (sr_store_open(path, &o, &st) != SR_OK) {
+        return 2;
+    }
+    for (long i = 0; i < 2000000 && good < want; i++) {
+        sr_store_info info;
+        if (sr_store_get_info(st, &info) != SR_OK) {
+            return 3;
+        }
+        sr_err rc = sr_store_read_tensor(st, id, NULL, info.global_step, got, sizeof(got));
+        if (rc == SR_ENOENT) {
+            continue; /* pruned meanwhile: three steps are retained */
+        }
+        if (rc != SR_OK) {
+            return 4;
+        }
+        fill_pattern(exp, SR_FLOAT32, NELEM, 1, info.global_step);
+        if (memcmp(got, exp, sizeof(got)) != 0) {
+            return 5;
+        }
+        good++;
+        if (info.global_step >= last) {
+            break;
+        }
+    }
+    sr_store_close(st);
+    return good > 0 ? 0 : 6;
+}
+
+static void
+test_reader_process_sees_only_committed_steps(void **state)
+{
+    store_fixture *f = *state;
+    sr_store      *st = open_paged(f->path, 4096, 0);
+    int64_t        id = declare_var(st, NELEM);
+    float          v[NELEM];
+
+    assert_sr_ok(commit_pattern(st, id, v, NELEM, 1));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        _exit(reader_main(f->path, id, 400, 200));
+    }
+    for (int64_t s = 2; s <= 400; s++) {
+        assert_sr_ok(commit_pattern(st, id, v, NELEM, s));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    sr_store_close(st);
+}
+
+/* The child commits until the OS refuses a WAL write (RLIMIT_FSIZE: the
+ * file may not grow past a limit, a full disk as far as SQLite can tell);
+ * exit 0 when that commit failed cleanly (SR_ENOSPC, or SR_ESTORE for an I/O error). */
+static int
+limited_writer(const char *path, int64_t id)
+{
+    sr_store_opts o = small_opts(0, 3);
+    sr_store     *st = NULL;
+    float         v[NELEM];
+    char          wal[700];
+    struct stat   sb;
+
+    o.page_size = 4096;
+    o.sync = SR_STORE_SYNC_NORMAL;
+    o.skip_quick_check = 1;
+    signal(SIGXFSZ, SIG_IGN);
+    if (sr_store_open(path, &o, &st) != SR_OK) {
+        return 2;
+    }
+    snprintf(wal, sizeof(wal), "%s-wal", path);
+    if (stat(wal, &sb) != 0) {
+        return 3;
+    }
+    /* Room for part of one more commit (~9 frames of 4 KiB). */
+    struct rlimit rl = {.rlim_cur = (rlim_t)sb.st_size + 10000, .rlim_max = RLIM_INFINITY};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) {
+        return 4;
+    }
+    sr_err rc = commit_pattern(st, id, v, NELEM, 3);
+    sr_store_close(st);
+    return rc == SR_ENOSPC || rc == SR_ESTORE ? 0 : 10 + (int)rc;
+}
+
+static void
+test_refused_wal_write_fails_the_commit(void **state)
+{
+    store_fixture *f = *state;
+    sr_store      *st = open_paged(f->path, 4096, 0);
+    int64_t        id = declare_var(st, NELEM);
+    float          v[NELEM];
+
+    assert_sr_ok(commit_pattern(st, id, v, NELEM, 1));
+    assert_sr_ok(commit_pattern(st, id, v, NELEM, 2));
+    sr_store_close(st);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        _exit(limited_writer(f->path, id));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    /* Step 2 intact; step 3 never happened; the store takes it now. */
+    st = open_paged(f->path, 4096, 0);
+    assert_step(st, id, NELEM, 2);
+    char *report = NULL;
+    assert_sr_ok(sr_store_verify(st, &report));
+    free(report);
+    assert_sr_ok(commit_pattern(st, id, v, NELEM, 3));
+    sr_store_close(st);
+    st = open_paged(f->path, 4096, 0);
+    assert_step(st, id, NELEM, 3);
+    sr_store_close(st);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_small_commit_is_one_wal_write, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_big_pages_go_straight_through, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_reader_process_sees_only_committed_steps,
+                                        store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_wal_write_fails_the_commit,
+                                        store_fixture_setup, store_fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
