@@ -215,7 +215,9 @@ sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_
         ord[i].row = (uint64_t)idx[i];
         ord[i].pos = i;
     }
-    qsort(ord, (size_t)n, sizeof(*ord), cmp_row_pos);
+    if (n > 1) { /* an empty push (a partition no row fell into) has no scratch */
+        qsort(ord, (size_t)n, sizeof(*ord), cmp_row_pos);
+    }
     for (uint64_t i = 0; i < n; i++) {
         uint64_t r = ord[i].row;
         if (i == 0 || ord[i - 1].row != r) {

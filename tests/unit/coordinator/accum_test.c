@@ -123,6 +123,30 @@ test_accum_sparse_row_out_of_range_changes_nothing(void **state)
     sr__accum_destroy(&a);
 }
 
+/* A push with no rows (a partition none of the worker's rows fell into) is
+ * a contribution like any other, also as the accumulator's first push. */
+static void
+test_accum_sparse_empty_push_counts(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const int64_t    idx[1] = {1};
+    const float      rows[2] = {2, 3};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 8, 4, 2, 0));
+    assert_sr_ok(sr__accum_push_sparse(&a, NULL, NULL, 0, 0, 0, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    assert_int_equal(a.count, 1);
+    assert_int_equal(a.ntouched, 0);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows, 1, 0, 1, &out));
+    assert_int_equal(a.taken, 1);
+    assert_int_equal(a.ntouched, 1);
+    assert_int_equal(a.row_count[1], 1);
+    assert_true(((float *)a.sum)[2] == 2.0f && ((float *)a.sum)[3] == 3.0f);
+    sr__accum_destroy(&a);
+}
+
 static void
 test_accum_mixing_dense_and_sparse_in_one_step_is_einval(void **state)
 {
@@ -168,6 +192,7 @@ main(void)
         cmocka_unit_test(test_accum_dense_one_replica_several_batches_when_N_below_R),
         cmocka_unit_test(test_accum_sparse_repeats_summed_counted_once_per_push),
         cmocka_unit_test(test_accum_sparse_row_out_of_range_changes_nothing),
+        cmocka_unit_test(test_accum_sparse_empty_push_counts),
         cmocka_unit_test(test_accum_mixing_dense_and_sparse_in_one_step_is_einval),
         cmocka_unit_test(test_accum_sparse_after_dense_step_starts_from_zero),
     };
