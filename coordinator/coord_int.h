@@ -139,6 +139,12 @@ void sr__ema_f64(double decay, double *shadow, const double *var, uint64_t n);
  * Does not reset the accumulator. */
 void sr__optim_apply_accum(const sr_optim *o, int64_t t, const sr_accum *a, void *var, void *s1,
                            void *s2, uint8_t *dirty, uint64_t chunk_elems, uint64_t elem_base);
+/* The same, reading the previous value from src and writing the new one to
+ * var (the whole range: rows a sparse accumulator did not touch are
+ * copied); src == var is the in-place apply.  Results are bit-identical. */
+void sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void *var,
+                                const void *src, void *s1, void *s2, uint8_t *dirty,
+                                uint64_t chunk_elems, uint64_t elem_base);
 
 /* 1 if any of n values is NaN or Inf. */
 int sr__nonfinite(int dtype, const void *p, uint64_t n);

@@ -72,34 +72,47 @@ adam_lr_t(const sr_optim *o, int64_t t)
     return o->lr * sqrt(1.0 - b2t) / (1.0 - b1t);
 }
 
+/* The update loops, once for both forms: DST[i] = SRC[i] - step, with SRC
+ * either DST itself (in place) or the previous value buffer (out of place:
+ * the coordinator writes a new value next to one a pull or the async writer
+ * still reads, instead of copying it first).  Same arithmetic, same bits. */
+#define SR_APPLY_LOOPS(T, SQRT, DST, SRC)                                \
+    const T d = (T)div;                                                  \
+    const T lr = (T)o->lr;                                               \
+    if (o->kind == SR_OPT_SGD) {                                         \
+        for (uint64_t i = 0; i < n; i++) {                               \
+            DST[i] = SRC[i] - lr * (sum[i] / d);                         \
+        }                                                                \
+    } else if (o->kind == SR_OPT_MOMENTUM) {                             \
+        const T mom = (T)o->momentum;                                    \
+        for (uint64_t i = 0; i < n; i++) {                               \
+            s1[i] = mom * s1[i] + sum[i] / d;                            \
+            DST[i] = SRC[i] - lr * s1[i];                                \
+        }                                                                \
+    } else {                                                             \
+        const T b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon; \
+        const T lrt = (T)adam_lr_t(o, t);                                \
+        const T one = (T)1;                                              \
+        for (uint64_t i = 0; i < n; i++) {                               \
+            T g = sum[i] / d;                                            \
+            s1[i] = b1 * s1[i] + (one - b1) * g;                         \
+            s2[i] = b2 * s2[i] + (one - b2) * g * g;                     \
+            DST[i] = SRC[i] - lrt * s1[i] / (SQRT(s2[i]) + eps);         \
+        }                                                                \
+    }
+
 #define SR_DEFINE_APPLY(T, SUF, SQRT)                                                             \
     void sr__optim_apply_##SUF(const sr_optim *o, int64_t    t, T *restrict var,                  \
                                const T *restrict sum, double div, T *restrict s1, T *restrict s2, \
                                uint64_t n)                                                        \
     {                                                                                             \
-        const T d = (T)div;                                                                       \
-        const T lr = (T)o->lr;                                                                    \
-        if (o->kind == SR_OPT_SGD) {                                                              \
-            for (uint64_t i = 0; i < n; i++) {                                                    \
-                var[i] -= lr * (sum[i] / d);                                                      \
-            }                                                                                     \
-        } else if (o->kind == SR_OPT_MOMENTUM) {                                                  \
-            const T mom = (T)o->momentum;                                                         \
-            for (uint64_t i = 0; i < n; i++) {                                                    \
-                s1[i] = mom * s1[i] + sum[i] / d;                                                 \
-                var[i] -= lr * s1[i];                                                             \
-            }                                                                                     \
-        } else {                                                                                  \
-            const T b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon;                      \
-            const T lrt = (T)adam_lr_t(o, t);                                                     \
-            const T one = (T)1;                                                                   \
-            for (uint64_t i = 0; i < n; i++) {                                                    \
-                T g = sum[i] / d;                                                                 \
-                s1[i] = b1 * s1[i] + (one - b1) * g;                                              \
-                s2[i] = b2 * s2[i] + (one - b2) * g * g;                                          \
-                var[i] -= lrt * s1[i] / (SQRT(s2[i]) + eps);                                      \
-            }                                                                                     \
-        }                                                                                         \
+        SR_APPLY_LOOPS(T, SQRT, var, var)                                                         \
+    }                                                                                             \
+    static void apply_from_##SUF(const sr_optim *o, int64_t t, T *restrict var,                   \
+                                 const T *restrict src, const T *restrict sum, double div,        \
+                                 T *restrict s1, T *restrict s2, uint64_t             n)          \
+    {                                                                                             \
+        SR_APPLY_LOOPS(T, SQRT, var, src)                                                         \
     }                                                                                             \
     void sr__ema_##SUF(double decay, T *restrict shadow, const T *restrict var, uint64_t n)       \
     {                                                                                             \
@@ -113,10 +126,17 @@ SR_DEFINE_APPLY(float, f32, sqrtf)
 SR_DEFINE_APPLY(double, f64, sqrt)
 
 static void
-apply_range(const sr_optim *o, int64_t t, int dtype, void *var, const void *sum, double div,
-            void *s1, void *s2, uint64_t off, uint64_t n)
+apply_range(const sr_optim *o, int64_t t, int dtype, void *var, const void *src, const void *sum,
+            double div, void *s1, void *s2, uint64_t off, uint64_t n)
 {
-    if (dtype == SR_FLOAT32) {
+    if (src != NULL && dtype == SR_FLOAT32) {
+        apply_from_f32(o, t, (float *)var + off, (const float *)src + off, (const float *)sum + off,
+                       div, s1 ? (float *)s1 + off : NULL, s2 ? (float *)s2 + off : NULL, n);
+    } else if (src != NULL) {
+        apply_from_f64(o, t, (double *)var + off, (const double *)src + off,
+                       (const double *)sum + off, div, s1 ? (double *)s1 + off : NULL,
+                       s2 ? (double *)s2 + off : NULL, n);
+    } else if (dtype == SR_FLOAT32) {
         sr__optim_apply_f32(o, t, (float *)var + off, (const float *)sum + off, div,
                             s1 ? (float *)s1 + off : NULL, s2 ? (float *)s2 + off : NULL, n);
     } else {
@@ -140,16 +160,30 @@ void
 sr__optim_apply_accum(const sr_optim *o, int64_t t, const sr_accum *a, void *var, void *s1,
                       void *s2, uint8_t *dirty, uint64_t chunk_elems, uint64_t elem_base)
 {
+    sr__optim_apply_accum_from(o, t, a, var, var, s1, s2, dirty, chunk_elems, elem_base);
+}
+
+void
+sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void *var,
+                           const void *src, void *s1, void *s2, uint8_t *dirty,
+                           uint64_t chunk_elems, uint64_t elem_base)
+{
+    if (src == var) {
+        src = NULL; /* in place */
+    }
     if (a->mode == SR_ACC_DENSE) {
-        apply_range(o, t, a->dtype, var, a->sum, (double)a->R, s1, s2, 0, a->elems);
+        apply_range(o, t, a->dtype, var, src, a->sum, (double)a->R, s1, s2, 0, a->elems);
         mark_dirty(dirty, chunk_elems, elem_base, a->elems);
         return;
+    }
+    if (src != NULL) { /* untouched rows keep their value */
+        memcpy(var, src, (size_t)(a->elems * sr_dtype_size(a->dtype)));
     }
     for (uint64_t i = 0; i < a->ntouched; i++) {
         uint64_t r = a->touched[i];
         double   div =
             o->sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)a->R : (double)a->row_count[r];
-        apply_range(o, t, a->dtype, var, a->sum, div, s1, s2, r * a->row_elems, a->row_elems);
+        apply_range(o, t, a->dtype, var, NULL, a->sum, div, s1, s2, r * a->row_elems, a->row_elems);
         mark_dirty(dirty, chunk_elems, elem_base + r * a->row_elems, a->row_elems);
     }
 }

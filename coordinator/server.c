@@ -41,10 +41,12 @@
 #define SR_COORD_RCVHWM        64    /* queued messages per peer: bounds a flooder's memory */
 #define SR_COORD_MAX_VARIABLES 65536 /* declared variables (docs/security.md) */
 
-/* A variable's value, shared with the pull replies in flight: ZeroMQ sends
- * them from this memory and drops its reference from its I/O thread, so
- * the count is atomic.  The loop writes only to a buffer nobody else holds
- * (copy-on-write in value_for_write), so one pull never copies the value. */
+/* A variable's value, shared with the pull replies in flight and, with
+ * --commit async, the writer: ZeroMQ sends pulls from this memory and drops
+ * its reference from its I/O thread, so the count is atomic.  The loop
+ * writes only to a buffer nobody else holds: when the value is still read,
+ * the apply writes the new value into another buffer (apply_target), so
+ * neither a pull nor a commit ever copies the value. */
 typedef struct vbuf {
     atomic_int refs;
     _Alignas(64) uint8_t data[];
@@ -54,6 +56,7 @@ typedef struct cvar {
     sr_store_var meta;
     void        *value; /* vb->data */
     vbuf        *vb;
+    vbuf        *spare;         /* --commit async: the previous value buffer, for the next apply */
     void        *s1, *s2, *ema; /* optimizer slots and EMA shadow (NULL if unused) */
     /* Trainable only: one accumulator per partition (docs/protocol.md,
      * Partitions); partition p holds rows [p * part_rows, ...). */
@@ -190,23 +193,25 @@ vbuf_msg_free(void *data, void *hint)
     vbuf_release(hint);
 }
 
-/* Make v->value safe to write: copy it first if a pull reply still reads it. */
-static sr_err
-value_for_write(cvar *v)
+/* The buffer the apply writes v's new value into: v's own when nobody else
+ * reads it, else the spare when that is free (--commit async keeps one, its
+ * pages already faulted in), else a new one; NULL when out of memory. */
+static vbuf *
+apply_target(cvar *v)
 {
-    vbuf *b;
-
     if (atomic_load(&v->vb->refs) == 1) {
-        return SR_OK;
+        return v->vb;
     }
-    if ((b = vbuf_new((size_t)v->meta.nbytes)) == NULL) {
-        return sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes", v->meta.name, v->meta.nbytes);
+    if (v->spare != NULL && atomic_load(&v->spare->refs) == 1) {
+        vbuf *b = v->spare;
+        v->spare = NULL;
+        return b;
     }
-    memcpy(b->data, v->vb->data, (size_t)v->meta.nbytes);
-    vbuf_release(v->vb);
-    v->vb = b;
-    v->value = b->data;
-    return SR_OK;
+    vbuf *b = vbuf_new((size_t)v->meta.nbytes);
+    if (b == NULL) {
+        sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes", v->meta.name, v->meta.nbytes);
+    }
+    return b;
 }
 
 static uint64_t
@@ -460,6 +465,7 @@ static void
 free_var(cvar *v)
 {
     vbuf_release(v->vb);
+    vbuf_release(v->spare);
     free(v->s1);
     free(v->s2);
     free(v->ema);
@@ -649,6 +655,8 @@ typedef struct commit_job {
     sr_store_contrib *log;
     void            **own; /* owned buffers, freed with the job */
     size_t            nown;
+    vbuf            **held; /* values referenced instead of copied */
+    size_t            nheld;
 } commit_job;
 
 static void
@@ -660,7 +668,11 @@ job_free(commit_job *j)
     for (size_t i = 0; i < j->nown; i++) {
         free(j->own[i]);
     }
+    for (size_t i = 0; i < j->nheld; i++) {
+        vbuf_release(j->held[i]);
+    }
     free(j->own);
+    free(j->held);
     free(j->t);
     free(j->w);
     free(j->log);
@@ -688,7 +700,8 @@ build_job(coord *c, int copies, commit_job **out)
 
     if (j == NULL || (j->t = calloc(c->nvars * 4 + 1, sizeof(*j->t))) == NULL ||
         (j->w = calloc(c->nworkers + 1, sizeof(*j->w))) == NULL ||
-        (copies && (j->own = calloc(c->nvars * 5 + 2, sizeof(void *))) == NULL)) {
+        (copies && (j->own = calloc(c->nvars * 5 + 2, sizeof(void *))) == NULL) ||
+        (copies && (j->held = calloc(c->nvars + 1, sizeof(vbuf *))) == NULL)) {
         job_free(j);
         return sr_fail(SR_ENOMEM, "commit arrays");
     }
@@ -717,7 +730,11 @@ build_job(coord *c, int copies, commit_job **out)
                 continue;
             }
             const void *data = parts[p].data;
-            if (copies && (data = job_copy(j, data, (size_t)v->meta.nbytes)) == NULL) {
+            if (copies && p == 0) {
+                /* The value is never written while referenced (apply_target). */
+                atomic_fetch_add(&v->vb->refs, 1);
+                j->held[j->nheld++] = v->vb;
+            } else if (copies && (data = job_copy(j, data, (size_t)v->meta.nbytes)) == NULL) {
                 job_free(j);
                 return sr_fail(SR_ENOMEM, "commit snapshot of %s", v->meta.name);
             }
@@ -769,7 +786,7 @@ mark_clean(coord *c)
 static sr_err
 commit_now(coord *c)
 {
-    commit_job *j;
+    commit_job *j = NULL;
     sr_err      rc = build_job(c, 0, &j);
 
     if (rc != SR_OK) {
@@ -832,7 +849,7 @@ writer_main(void *arg)
 static void
 async_snapshot(coord *c)
 {
-    commit_job *j;
+    commit_job *j = NULL;
 
     pthread_mutex_lock(&c->wmu);
     int idle = c->wjob == NULL;
@@ -967,28 +984,42 @@ apply_step(coord *c)
         if (!v->has_acc) {
             continue;
         }
-        if (value_for_write(v) != SR_OK) {
-            /* Out of memory while pull replies still read the value: give
-             * ZeroMQ a moment to finish sending them before writing. */
+        vbuf *to = apply_target(v);
+        if (to == NULL) {
+            /* Out of memory while pulls or the writer still read the value:
+             * give them a moment to finish before writing in place. */
             SR_LOG(SR_LOG_ERR, "COORD-APPLY-WAIT", "%s", sr_errdetail());
             for (int k = 0; k < 1000 && atomic_load(&v->vb->refs) > 1; k++) {
                 sr_clock_sleep_ms(1);
             }
+            to = v->vb;
         }
+        vbuf *from = v->vb; /* the previous value; == to when in place */
+        v->vb = to;
+        v->value = to->data;
         size_t es = sr_dtype_size(v->meta.dtype);
         for (uint32_t p = 0; p < v->nparts; p++) {
             uint64_t r0, nr;
             part_range(v, p, &r0, &nr);
             uint64_t e0 = r0 * v->row_elems;
             size_t   off = (size_t)e0 * es;
-            sr__optim_apply_accum(&c->o->optim, t, &v->acc[p], (uint8_t *)v->value + off,
-                                  v->s1 ? (uint8_t *)v->s1 + off : NULL,
-                                  v->s2 ? (uint8_t *)v->s2 + off : NULL, v->dirty, v->chunk_elems,
-                                  e0);
+            sr__optim_apply_accum_from(&c->o->optim, t, &v->acc[p], (uint8_t *)v->value + off,
+                                       from->data + off, v->s1 ? (uint8_t *)v->s1 + off : NULL,
+                                       v->s2 ? (uint8_t *)v->s2 + off : NULL, v->dirty,
+                                       v->chunk_elems, e0);
             if (log_contribs(c, v, p, c->global_step) != SR_OK) {
                 SR_LOG(SR_LOG_ERR, "COORD-STEPLOG", "%s", sr_errdetail());
             }
             sr__accum_reset(&v->acc[p]);
+        }
+        if (from != to) {
+            /* Pulls and the writer drop their references when done; async
+             * keeps the buffer for the apply after next. */
+            if (c->o->commit_async && v->spare == NULL) {
+                v->spare = from;
+            } else {
+                vbuf_release(from);
+            }
         }
         if (v->ema != NULL) {
             uint64_t n = v->meta.nbytes / sr_dtype_size(v->meta.dtype);

@@ -3,6 +3,7 @@
 #include "sr_test.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coordinator/coord_int.h"
@@ -151,6 +152,86 @@ test_optim_sparse_per_replica_mean_divides_by_R(void **state)
     sr__accum_destroy(&a);
 }
 
+/* The out-of-place apply (the coordinator's when a pull or the async writer
+ * still reads the value) writes exactly the bits of the in-place one, for
+ * every optimizer and dtype, leaves the source untouched, and copies the rows
+ * a sparse step did not touch. */
+static void
+out_of_place_case(int kind, int dtype)
+{
+    enum { N = 1003 };
+    sr_optim         o = optim(kind);
+    sr_accum         a;
+    size_t           es = sr_dtype_size(dtype), nb = N * es;
+    uint8_t         *in = malloc(nb), *src = malloc(nb), *dst = malloc(nb), *grad = malloc(nb);
+    uint8_t         *s1a = malloc(nb), *s2a = malloc(nb), *s1b = malloc(nb), *s2b = malloc(nb);
+    sr_accum_outcome out;
+
+    assert_true(in && src && dst && grad && s1a && s2a && s1b && s2b);
+    for (size_t i = 0; i < N; i++) {
+        double v = sin((double)i) * 3.0, g = cos((double)i * 0.7), m = 0.01 * (double)(i % 7);
+        if (dtype == SR_FLOAT32) {
+            ((float *)in)[i] = (float)v;
+            ((float *)grad)[i] = (float)g;
+            ((float *)s1a)[i] = (float)m;
+            ((float *)s2a)[i] = (float)(m * m);
+        } else {
+            ((double *)in)[i] = v;
+            ((double *)grad)[i] = g;
+            ((double *)s1a)[i] = m;
+            ((double *)s2a)[i] = m * m;
+        }
+    }
+    memcpy(src, in, nb);
+    memcpy(s1b, s1a, nb);
+    memcpy(s2b, s2a, nb);
+    memset(dst, 0xA5, nb); /* whatever the spare buffer held */
+    for (int t = 1; t <= 3; t++) {
+        assert_sr_ok(sr__accum_init(&a, dtype, N, N, 2, t - 1));
+        assert_sr_ok(sr__accum_push_dense(&a, grad, t - 1, 0, &out));
+        assert_sr_ok(sr__accum_push_dense(&a, grad, t - 1, 1, &out));
+        sr__optim_apply_accum(&o, t, &a, in, s1a, s2a, NULL, 0, 0);
+        sr__optim_apply_accum_from(&o, t, &a, dst, src, s1b, s2b, NULL, 0, 0);
+        assert_memory_equal(dst, in, nb);
+        assert_memory_equal(s1b, s1a, nb);
+        assert_memory_equal(s2b, s2a, nb);
+        memcpy(src, dst, nb); /* the buffers swap, as in the coordinator */
+        memset(dst, 0x5A, nb);
+        sr__accum_destroy(&a);
+    }
+    free(in);
+    free(src);
+    free(dst);
+    free(grad);
+    free(s1a);
+    free(s2a);
+    free(s1b);
+    free(s2b);
+}
+
+static void
+test_optim_out_of_place_apply_is_bit_identical(void **state)
+{
+    (void)state;
+    for (int k = SR_OPT_SGD; k <= SR_OPT_ADAM; k++) {
+        out_of_place_case(k, SR_FLOAT32);
+        out_of_place_case(k, SR_FLOAT64);
+    }
+
+    /* Sparse: the untouched row comes from the source. */
+    sr_optim o = optim(SR_OPT_SGD);
+    sr_accum a;
+    float    src[3] = {10, 10, 10}, dst[3] = {-1, -1, -1};
+    sparse_setup(&a);
+    o.lr = 1.0;
+    sr__optim_apply_accum_from(&o, 1, &a, dst, src, NULL, NULL, NULL, 1, 0);
+    assert_near(dst[0], 9.0f, 0);
+    assert_near(dst[1], 7.0f, 0);
+    assert_near(dst[2], 10.0f, 0);
+    assert_near(src[0], 10.0f, 0);
+    sr__accum_destroy(&a);
+}
+
 static void
 test_optim_nonfinite_detects_nan_and_inf(void **state)
 {
@@ -176,6 +257,7 @@ main(void)
         cmocka_unit_test(test_optim_ema_moves_towards_variable),
         cmocka_unit_test(test_optim_sparse_per_row_mean_touches_only_rows),
         cmocka_unit_test(test_optim_sparse_per_replica_mean_divides_by_R),
+        cmocka_unit_test(test_optim_out_of_place_apply_is_bit_identical),
         cmocka_unit_test(test_optim_nonfinite_detects_nan_and_inf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
