@@ -65,6 +65,16 @@ commit_pattern(sr_store *st, int64_t id, float *v, size_t nelem, int64_t step)
     return sr_store_commit_step(st, &c);
 }
 
+/* Wait for a forked child (pid from fork) and require exit status 0. */
+static void
+assert_child_ok(pid_t pid)
+{
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void
 assert_step(sr_store *st, int64_t id, size_t nelem, int64_t step)
 {
@@ -198,10 +208,7 @@ test_reader_process_sees_only_committed_steps(void **state)
     for (int64_t s = 2; s <= 400; s++) {
         assert_sr_ok(commit_pattern(st, id, v, NELEM, s));
     }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_child_ok(pid);
     sr_store_close(st);
 }
 
@@ -255,10 +262,7 @@ test_refused_wal_write_fails_the_commit(void **state)
     if (pid == 0) {
         _exit(limited_writer(f->path, id));
     }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_child_ok(pid);
 
     /* Step 2 intact; step 3 never happened; the store takes it now. */
     st = open_paged(f->path, 4096, 0);
