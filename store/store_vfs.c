@@ -5,8 +5,8 @@
  * SQLite appends a WAL frame as two writes, the 24-byte frame header and the
  * page; a commit of a small model is about nine frames, so eighteen pwrite
  * calls.  On a virtual machine a system call costs a few microseconds, which
- * made those writes half of a small commit (docs/store.md, "The syncrep
- * VFS").  This layer keeps contiguous small WAL writes (each at most
+ * made those writes about a third of a small commit (docs/store.md, "The
+ * syncrep VFS").  This layer keeps contiguous small WAL writes (each at most
  * SMALL_WRITE bytes) in a buffer and writes them with one call:
  *
  * - when the page of a commit frame arrives (a frame header whose "database
