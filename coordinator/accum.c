@@ -38,7 +38,9 @@ sr__accum_destroy(sr_accum *a)
     if (a == NULL) {
         return;
     }
-    free(a->sum);
+    if (!a->sum_ext) {
+        free(a->sum);
+    }
     free(a->row_count);
     free(a->touched);
     free(a->contrib);
@@ -242,6 +244,17 @@ sr__accum_would_accept(const sr_accum *a, int64_t local_step, int mode)
         return 0;
     }
     return a->mode == SR_ACC_NONE || a->mode == mode ? 1 : -1;
+}
+
+void
+sr__accum_set_sum(sr_accum *a, void *sum)
+{
+    if (!a->sum_ext) {
+        free(a->sum);
+    }
+    a->sum = sum;
+    a->sum_ext = sum != NULL;
+    a->sum_dirty = sum != NULL; /* calloc'd sums start at zero */
 }
 
 void

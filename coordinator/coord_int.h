@@ -55,7 +55,8 @@ typedef struct sr_accum {
     int         taken;     /* TAKEN: waiting for the apply */
     int         mode;      /* SR_ACC_NONE until the first accepted push of a step */
     void       *sum;       /* elems values */
-    int         sum_dirty; /* a dense step left values in sum (sparse needs zeros) */
+    int         sum_ext;   /* sum is the caller's memory (sr__accum_set_sum) */
+    int         sum_dirty; /* sum holds old values (a sparse step needs zeros) */
     uint32_t   *row_count; /* sparse: gradients that touched each row this step */
     uint64_t   *touched;   /* sparse: rows touched this step, unordered */
     uint64_t    ntouched;
@@ -94,6 +95,14 @@ int sr__accum_would_accept(const sr_accum *a, int64_t local_step, int mode);
 
 /* Back to OPEN after the apply: zero the used part of the sums. */
 void sr__accum_reset(sr_accum *a);
+
+/* Add into `sum` (elems values, any contents; the caller owns it and keeps
+ * it alive) from now on, or with NULL into memory of the accumulator's own,
+ * allocated on the next push.  Only while OPEN with nothing accepted: the
+ * coordinator moves the sums' memory into the value at the apply
+ * (sr__optim_apply_accum_from with var == sum) and gives the accumulators
+ * the previous value's buffer once no pull reads it. */
+void sr__accum_set_sum(sr_accum *a, void *sum);
 
 /* The step a coordinator starts with (restored global step). */
 void sr__accum_set_step(sr_accum *a, int64_t step);
@@ -141,7 +150,10 @@ void sr__optim_apply_accum(const sr_optim *o, int64_t t, const sr_accum *a, void
                            void *s2, uint8_t *dirty, uint64_t chunk_elems, uint64_t elem_base);
 /* The same, reading the previous value from src and writing the new one to
  * var (the whole range: rows a sparse accumulator did not touch are
- * copied); src == var is the in-place apply.  Results are bit-identical. */
+ * copied); src == var is the in-place apply.  A dense accumulator's new
+ * value may also go into its own sums (var == a->sum, src != var): each
+ * element's sum is read before it is overwritten.  Results are
+ * bit-identical. */
 void sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void *var,
                                 const void *src, void *s1, void *s2, uint8_t *dirty,
                                 uint64_t chunk_elems, uint64_t elem_base);

@@ -72,10 +72,12 @@ adam_lr_t(const sr_optim *o, int64_t t)
     return o->lr * sqrt(1.0 - b2t) / (1.0 - b1t);
 }
 
-/* The update loops, once for both forms: DST[i] = SRC[i] - step, with SRC
- * either DST itself (in place) or the previous value buffer (out of place:
- * the coordinator writes a new value next to one a pull or the async writer
- * still reads, instead of copying it first).  Same arithmetic, same bits. */
+/* The update loops, once for all three forms: DST[i] = SRC[i] - step, with
+ * SRC either DST itself (in place) or the previous value buffer (out of
+ * place: the coordinator writes a new value next to one a pull or the async
+ * writer still reads, instead of copying it first), and DST the value or the
+ * sums themselves (the accumulator's memory becomes the value; sum[i] is
+ * read before DST[i] is written).  Same arithmetic, same bits. */
 #define SR_APPLY_LOOPS(T, SQRT, DST, SRC)                                \
     const T d = (T)div;                                                  \
     const T lr = (T)o->lr;                                               \
@@ -113,6 +115,12 @@ adam_lr_t(const sr_optim *o, int64_t t)
                                  T *restrict s1, T *restrict s2, uint64_t             n)          \
     {                                                                                             \
         SR_APPLY_LOOPS(T, SQRT, var, src)                                                         \
+    }                                                                                             \
+    static void apply_into_sum_##SUF(const sr_optim *o, int64_t    t, T *restrict sum,            \
+                                     const T *restrict src, double div, T *restrict s1,           \
+                                     T *restrict s2, uint64_t      n)                             \
+    {                                                                                             \
+        SR_APPLY_LOOPS(T, SQRT, sum, src)                                                         \
     }                                                                                             \
     void sr__ema_##SUF(double decay, T *restrict shadow, const T *restrict var, uint64_t n)       \
     {                                                                                             \
@@ -170,6 +178,15 @@ sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void
 {
     if (src == var) {
         src = NULL; /* in place */
+    }
+    if (a->mode == SR_ACC_DENSE && var == a->sum && src != NULL) {
+        if (a->dtype == SR_FLOAT32) {
+            apply_into_sum_f32(o, t, a->sum, src, (double)a->R, s1, s2, a->elems);
+        } else {
+            apply_into_sum_f64(o, t, a->sum, src, (double)a->R, s1, s2, a->elems);
+        }
+        mark_dirty(dirty, chunk_elems, elem_base, a->elems);
+        return;
     }
     if (a->mode == SR_ACC_DENSE) {
         apply_range(o, t, a->dtype, var, src, a->sum, (double)a->R, s1, s2, 0, a->elems);

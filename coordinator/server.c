@@ -46,7 +46,10 @@
  * its reference from its I/O thread, so the count is atomic.  The loop
  * writes only to a buffer nobody else holds: when the value is still read,
  * the apply writes the new value into another buffer (apply_target), so
- * neither a pull nor a commit ever copies the value. */
+ * neither a pull nor a commit ever copies the value.  With --commit sync
+ * that buffer is the accumulators' own (a dense step's sums become the new
+ * value, and the previous value becomes the next step's sums once no pull
+ * reads it): a variable then lives in two buffers, never three for long. */
 typedef struct vbuf {
     atomic_int refs;
     _Alignas(64) uint8_t data[];
@@ -56,8 +59,10 @@ typedef struct cvar {
     sr_store_var meta;
     void        *value; /* vb->data */
     vbuf        *vb;
-    vbuf        *spare;         /* --commit async: the previous value buffer, for the next apply */
-    void        *s1, *s2, *ema; /* optimizer slots and EMA shadow (NULL if unused) */
+    vbuf        *spare;  /* a free (or soon free) buffer: async, the previous value for the
+                            next apply; sync, the previous value for the next sums */
+    vbuf *ab;            /* the accumulators' sums, laid out like the value (NULL: none yet) */
+    void *s1, *s2, *ema; /* optimizer slots and EMA shadow (NULL if unused) */
     /* Trainable only: one accumulator per partition (docs/protocol.md,
      * Partitions); partition p holds rows [p * part_rows, ...). */
     sr_accum *acc;
@@ -193,14 +198,31 @@ vbuf_msg_free(void *data, void *hint)
     vbuf_release(hint);
 }
 
+/* Whether every partition of v took dense gradients this step (its sums
+ * can become the value: sparse steps change only the rows they touched). */
+static int
+all_dense(const cvar *v)
+{
+    for (uint32_t p = 0; p < v->nparts; p++) {
+        if (v->acc[p].mode != SR_ACC_DENSE) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* The buffer the apply writes v's new value into: v's own when nobody else
- * reads it, else the spare when that is free (--commit async keeps one, its
+ * reads it; else, with --commit sync, the accumulators' sums after a dense
+ * step; else the spare when that is free (--commit async keeps one, its
  * pages already faulted in), else a new one; NULL when out of memory. */
 static vbuf *
-apply_target(cvar *v)
+apply_target(const coord *c, cvar *v)
 {
     if (atomic_load(&v->vb->refs) == 1) {
         return v->vb;
+    }
+    if (!c->o->commit_async && v->ab != NULL && all_dense(v)) {
+        return v->ab; /* apply_step hands the sums' memory over */
     }
     if (v->spare != NULL && atomic_load(&v->spare->refs) == 1) {
         vbuf *b = v->spare;
@@ -474,6 +496,7 @@ free_var(cvar *v)
         sr__accum_destroy(&v->acc[p]);
     }
     free(v->acc);
+    vbuf_release(v->ab);
 }
 
 /* Partition p of v: its first row and number of rows. */
@@ -483,6 +506,37 @@ part_range(const cvar *v, uint32_t p, uint64_t *row0, uint64_t *nrows)
     uint64_t r0 = (uint64_t)p * v->part_rows;
     *row0 = r0;
     *nrows = v->rows - r0 < v->part_rows ? v->rows - r0 : v->part_rows;
+}
+
+/* Give v's accumulators their sums before a push adds into them: one buffer
+ * laid out like the value, the spare when nobody reads it any more (the
+ * value before the last apply, its pages faulted in), else a new one. */
+static sr_err
+acc_memory(coord *c, cvar *v)
+{
+    vbuf *b = NULL;
+
+    if (v->ab != NULL) {
+        return SR_OK;
+    }
+    if (v->spare != NULL && atomic_load(&v->spare->refs) == 1) {
+        b = v->spare;
+        v->spare = NULL;
+    } else if ((b = vbuf_new((size_t)v->meta.nbytes)) == NULL) {
+        return sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes of sums", v->meta.name,
+                       v->meta.nbytes);
+    }
+    if (!c->o->commit_async) {
+        vbuf_release(v->spare); /* still read by a pull: it frees it */
+        v->spare = NULL;
+    }
+    v->ab = b;
+    for (uint32_t p = 0; p < v->nparts; p++) {
+        uint64_t r0, nr;
+        part_range(v, p, &r0, &nr);
+        sr__accum_set_sum(&v->acc[p], b->data + r0 * v->row_elems * sr_dtype_size(v->meta.dtype));
+    }
+    return SR_OK;
 }
 
 /* One accumulator per partition (a variable of at most partition_bytes is
@@ -984,7 +1038,7 @@ apply_step(coord *c)
         if (!v->has_acc) {
             continue;
         }
-        vbuf *to = apply_target(v);
+        vbuf *to = apply_target(c, v);
         if (to == NULL) {
             /* Out of memory while pulls or the writer still read the value:
              * give them a moment to finish before writing in place. */
@@ -1012,10 +1066,19 @@ apply_step(coord *c)
             }
             sr__accum_reset(&v->acc[p]);
         }
+        if (to == v->ab) {
+            /* The sums are the value now; the previous value becomes the
+             * next step's sums once its pulls are sent (acc_memory). */
+            v->ab = NULL;
+            for (uint32_t p = 0; p < v->nparts; p++) {
+                sr__accum_set_sum(&v->acc[p], NULL);
+            }
+        }
         if (from != to) {
-            /* Pulls and the writer drop their references when done; async
-             * keeps the buffer for the apply after next. */
-            if (c->o->commit_async && v->spare == NULL) {
+            /* Pulls and the writer drop their references when done; the
+             * buffer is kept for the apply after next (async) or the next
+             * step's sums (sync, after the hand-over above). */
+            if (v->spare == NULL && (c->o->commit_async || v->ab == NULL)) {
                 v->spare = from;
             } else {
                 vbuf_release(from);
@@ -1530,6 +1593,10 @@ handle_push(coord *c, req_ctx *r)
                   p.name);
         return;
     }
+    if (accepts > 0 && (rc = acc_memory(c, v)) != SR_OK) {
+        REPLY_ERR(r, rc, "push %s: %s", p.name, sr_errdetail());
+        return;
+    }
     for (uint32_t k = p0; k < p1; k++) {
         uint64_t r0, nr;
         part_range(v, k, &r0, &nr);
@@ -1664,6 +1731,10 @@ handle_push_sparse(coord *c, req_ctx *r)
     }
     /* Every partition counts the push, with the rows that fall in it (maybe
      * none), as a partitioned variable's separate accumulators would. */
+    if (accepts > 0 && (rc = acc_memory(c, v)) != SR_OK) {
+        REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
+        return;
+    }
     const int64_t  *pidx = idx;
     const uint8_t  *prows = rows;
     const uint64_t  whole[2] = {0, p.count};

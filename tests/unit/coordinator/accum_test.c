@@ -183,6 +183,44 @@ test_accum_sparse_after_dense_step_starts_from_zero(void **state)
     sr__accum_destroy(&a);
 }
 
+/* Sums in the caller's memory (the coordinator hands the previous value
+ * over): whatever it held, a dense step starts from its first gradient and
+ * a sparse one from zeros; destroy leaves the memory alone; NULL gives the
+ * accumulator memory of its own again. */
+static void
+test_accum_caller_sums_start_clean_and_stay_the_callers(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    float            mem[4] = {9, 9, 9, 9};
+    const float      dense[4] = {1, 2, 3, 4};
+    const int64_t    idx[1] = {1};
+    const float      rows[2] = {7, 8};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 4, 2, 2, 0));
+    sr__accum_set_sum(&a, mem);
+    assert_sr_ok(sr__accum_push_dense(&a, dense, 0, 0, &out));
+    assert_sr_ok(sr__accum_push_dense(&a, dense, 0, 1, &out));
+    assert_true(a.sum == mem && mem[0] == 2 && mem[1] == 4 && mem[2] == 6 && mem[3] == 8);
+    sr__accum_reset(&a);
+    for (int i = 0; i < 4; i++) {
+        mem[i] = 9; /* the previous value, handed over */
+    }
+    sr__accum_set_sum(&a, mem);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows, 1, 1, 0, &out));
+    assert_true(mem[0] == 0 && mem[1] == 0 && mem[2] == 7 && mem[3] == 8);
+    sr__accum_reset(&a); /* zeroes the touched row, in mem */
+    assert_true(mem[2] == 0 && mem[3] == 0);
+    sr__accum_set_sum(&a, NULL);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows, 1, 1, 0, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    const float *s = a.sum;
+    assert_true(s != NULL && s != mem && s[0] == 0 && s[1] == 0 && s[2] == 7 && s[3] == 8);
+    assert_true(mem[2] == 0); /* no longer written */
+    sr__accum_destroy(&a);    /* frees its own sums only: mem is on the stack */
+}
+
 int
 main(void)
 {
@@ -195,6 +233,7 @@ main(void)
         cmocka_unit_test(test_accum_sparse_empty_push_counts),
         cmocka_unit_test(test_accum_mixing_dense_and_sparse_in_one_step_is_einval),
         cmocka_unit_test(test_accum_sparse_after_dense_step_starts_from_zero),
+        cmocka_unit_test(test_accum_caller_sums_start_clean_and_stay_the_callers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -155,7 +155,8 @@ test_optim_sparse_per_replica_mean_divides_by_R(void **state)
 /* The out-of-place apply (the coordinator's when a pull or the async writer
  * still reads the value) writes exactly the bits of the in-place one, for
  * every optimizer and dtype, leaves the source untouched, and copies the rows
- * a sparse step did not touch. */
+ * a sparse step did not touch; so does the apply into the accumulator's own
+ * sums (the coordinator's --commit sync hand-over). */
 static void
 out_of_place_case(int kind, int dtype)
 {
@@ -165,9 +166,11 @@ out_of_place_case(int kind, int dtype)
     size_t           es = sr_dtype_size(dtype), nb = N * es;
     uint8_t         *in = malloc(nb), *src = malloc(nb), *dst = malloc(nb), *grad = malloc(nb);
     uint8_t         *s1a = malloc(nb), *s2a = malloc(nb), *s1b = malloc(nb), *s2b = malloc(nb);
+    uint8_t         *s1c = malloc(nb), *s2c = malloc(nb), *sums = malloc(nb);
+    sr_accum         b;
     sr_accum_outcome out;
 
-    assert_true(in && src && dst && grad && s1a && s2a && s1b && s2b);
+    assert_true(in && src && dst && grad && s1a && s2a && s1b && s2b && s1c && s2c && sums);
     for (size_t i = 0; i < N; i++) {
         double v = sin((double)i) * 3.0, g = cos((double)i * 0.7), m = 0.01 * (double)(i % 7);
         if (dtype == SR_FLOAT32) {
@@ -185,6 +188,8 @@ out_of_place_case(int kind, int dtype)
     memcpy(src, in, nb);
     memcpy(s1b, s1a, nb);
     memcpy(s2b, s2a, nb);
+    memcpy(s1c, s1a, nb);
+    memcpy(s2c, s2a, nb);
     memset(dst, 0xA5, nb); /* whatever the spare buffer held */
     for (int t = 1; t <= 3; t++) {
         assert_sr_ok(sr__accum_init(&a, dtype, N, N, 2, t - 1));
@@ -195,10 +200,24 @@ out_of_place_case(int kind, int dtype)
         assert_memory_equal(dst, in, nb);
         assert_memory_equal(s1b, s1a, nb);
         assert_memory_equal(s2b, s2a, nb);
-        memcpy(src, dst, nb); /* the buffers swap, as in the coordinator */
+        /* Into the sums: they hold an old value before the first push. */
+        assert_sr_ok(sr__accum_init(&b, dtype, N, N, 2, t - 1));
+        memset(sums, 0x3C, nb);
+        sr__accum_set_sum(&b, sums);
+        assert_sr_ok(sr__accum_push_dense(&b, grad, t - 1, 0, &out));
+        assert_sr_ok(sr__accum_push_dense(&b, grad, t - 1, 1, &out));
+        sr__optim_apply_accum_from(&o, t, &b, sums, src, s1c, s2c, NULL, 0, 0);
+        assert_memory_equal(sums, in, nb);
+        assert_memory_equal(s1c, s1a, nb);
+        assert_memory_equal(s2c, s2a, nb);
+        sr__accum_destroy(&b); /* leaves the caller's sums alone */
+        memcpy(src, dst, nb);  /* the buffers swap, as in the coordinator */
         memset(dst, 0x5A, nb);
         sr__accum_destroy(&a);
     }
+    free(s1c);
+    free(s2c);
+    free(sums);
     free(in);
     free(src);
     free(dst);
