@@ -679,6 +679,112 @@ test_protocol_hostile_client_during_training_changes_nothing(void **state)
     sr_harness_fini(&h);
 }
 
+/* A pull reply is sent from the value's memory while the next step is
+ * applied: the reply must carry the value as it was, bit for bit, and the
+ * buffers must go round correctly afterwards.  The raw peer reads nothing
+ * (receive HWM 1, two HELLO replies unread), so the 4 MiB reply stays in
+ * the coordinator's socket while the push behind it completes the step
+ * (R = 1, 4 partitions).  Writing the apply in place makes this fail. */
+#define PF_N ((size_t)1 << 20)
+
+static int
+step_one(void *arg)
+{
+    int64_t gs = -1;
+    return sr_client_global_step(arg, &gs) == SR_OK && gs == 1;
+}
+
+static void
+pull_in_flight_case(const char *commit)
+{
+    sr_harness     h;
+    sr_client     *chief;
+    raw            r;
+    float         *w = malloc(PF_N * sizeof(float)), *g = malloc(PF_N * sizeof(float));
+    int64_t        shape[1] = {(int64_t)PF_N};
+    int            hwm = 1;
+    uint8_t        nb[SR_WIRE_BODY_MAX];
+    sr_wire_header rh;
+    zmq_msg_t      m;
+
+    assert_true(w != NULL && g != NULL);
+    for (size_t i = 0; i < PF_N; i++) {
+        w[i] = (float)i;
+        g[i] = 1.0f;
+    }
+    sr_harness_init(&h, "pullfly");
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
+                     "--partition-bytes", "1048576", "--commit", commit, NULL);
+    chief = sr_harness_client(&h, 0);
+    assert_sr_ok(sr_client_declare(chief, "w", SR_FLOAT32, 1, shape, w));
+    assert_sr_ok(sr_client_ready(chief));
+
+    raw_open(&r, h.endpoint, 0x3333);
+    assert_int_equal(zmq_setsockopt(r.sock, ZMQ_RCVHWM, &hwm, sizeof(hwm)), 0);
+    raw_hello(&r, 1);
+    raw_send(&r, SR_MSG_HELLO, 1, 0, 0, NULL, NULL, 0);
+    raw_send(&r, SR_MSG_HELLO, 1, 0, 0, NULL, NULL, 0);
+    const void *nbody[1] = {nb};
+    size_t      nlen[1] = {sr_wire_name_encode("w", nb, sizeof(nb))};
+    raw_send(&r, SR_MSG_PULL, 1, 0, 0, nbody, nlen, 1);
+    raw_push(&r, 1, "w", SR_FLOAT32, g, PF_N * sizeof(float), 0, 1);
+    /* The step applies while the reply is unread; the chief sees it. */
+    assert_true(sr_test_wait_until(step_one, chief, 20000));
+    assert_sr_ok(sr_client_pull(chief, "w", w, PF_N * sizeof(float)));
+    for (size_t i = 0; i < PF_N; i++) {
+        if (w[i] != (float)i - 1.0f) {
+            fail_msg("%s: w[%zu] = %g after the step, want %g", commit, i, w[i], (float)i - 1.0f);
+        }
+    }
+    /* Now read: two HELLO replies, the pull (the value before the step),
+     * the push's answer. */
+    assert_int_equal(raw_recv(&r, 10000), 0);
+    assert_int_equal(raw_recv(&r, 10000), 0);
+    zmq_msg_init(&m);
+    assert_true(zmq_msg_recv(&m, r.sock, 0) >= 0);
+    assert_sr_ok(sr_wire_header_decode(zmq_msg_data(&m), zmq_msg_size(&m), &rh));
+    assert_int_equal(rh.type, SR_MSG_PULL | SR_WIRE_REPLY);
+    assert_int_equal(rh.status, SR_OK);
+    assert_true(zmq_msg_recv(&m, r.sock, 0) >= 0); /* the descriptor */
+    assert_true(zmq_msg_recv(&m, r.sock, 0) >= 0);
+    assert_int_equal(zmq_msg_size(&m), PF_N * sizeof(float));
+    const float *old = zmq_msg_data(&m);
+    for (size_t i = 0; i < PF_N; i++) {
+        if (old[i] != (float)i) {
+            fail_msg("%s: pulled w[%zu] = %g, want the value before the step, %g", commit, i,
+                     old[i], (float)i);
+        }
+    }
+    zmq_msg_close(&m);
+    assert_int_equal(push_outcome(&r), SR_PUSH_ACCEPTED);
+    /* The next step adds into the buffers as they went round. */
+    for (size_t i = 0; i < PF_N; i++) {
+        g[i] = 2.0f;
+    }
+    raw_push(&r, 1, "w", SR_FLOAT32, g, PF_N * sizeof(float), 1, 2);
+    assert_int_equal(push_outcome(&r), SR_PUSH_ACCEPTED);
+    assert_sr_ok(sr_client_pull(chief, "w", w, PF_N * sizeof(float)));
+    for (size_t i = 0; i < PF_N; i++) {
+        if (w[i] != (float)i - 3.0f) {
+            fail_msg("%s: w[%zu] = %g after two steps, want %g", commit, i, w[i], (float)i - 3.0f);
+        }
+    }
+    raw_close(&r);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+    free(w);
+    free(g);
+}
+
+static void
+test_protocol_pull_in_flight_keeps_the_old_value(void **state)
+{
+    (void)state;
+    pull_in_flight_case("sync");
+    pull_in_flight_case("async");
+}
+
 int
 main(void)
 {
@@ -690,6 +796,7 @@ main(void)
         cmocka_unit_test(test_protocol_bad_messages_answered_and_change_nothing),
         cmocka_unit_test(test_protocol_status_reports_workers_and_counts),
         cmocka_unit_test(test_protocol_hostile_client_during_training_changes_nothing),
+        cmocka_unit_test(test_protocol_pull_in_flight_keeps_the_old_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
