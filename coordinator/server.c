@@ -40,6 +40,10 @@
 #define PARKED_EXPIRE_MS       3500  /* clients re-send TOKEN every second while they wait */
 #define SR_COORD_RCVHWM        64    /* queued messages per peer: bounds a flooder's memory */
 #define SR_COORD_MAX_VARIABLES 65536 /* declared variables (docs/security.md) */
+#define PUSH_REPLY_HOLD_MS     200   /* longest a push's answer waits for the token's */
+#define PUSH_REPLY_HOLD_MAX                                   \
+    8 /* answers held per client: a burst stays far below the \
+         send HWM (a reply that meets it is lost, then resent) */
 
 /* A variable's value, shared with the pull replies in flight and, with
  * --commit async, the writer: ZeroMQ sends pulls from this memory and drops
@@ -75,6 +79,13 @@ typedef struct cvar {
     int       dirty_any;
 } cvar;
 
+/* A push's answer held back to go out with the client's next reply. */
+typedef struct held_reply {
+    sr_wire_header h; /* the push's header */
+    int64_t        step;
+    uint8_t        outcome;
+} held_reply;
+
 typedef struct client {
     uint64_t client_id;
     int32_t  task;
@@ -89,8 +100,13 @@ typedef struct client {
     uint64_t parked_order; /* FIFO among parked clients */
     int      parked_want;  /* the parked TOKEN asked for the variables */
     int64_t  last_seen_ms; /* monotonic */
-    int      gone;
-    uint64_t accepted, stale, duplicate, errors;
+    /* Push answers held back (flush_held): a worker pushes, then asks for
+     * its token; both answers leave together, one wake-up for the worker. */
+    held_reply *held;
+    size_t      nheld, cap_held;
+    int64_t     held_since_ms;
+    int         gone;
+    uint64_t    accepted, stale, duplicate, errors;
 } client;
 
 typedef struct worker {
@@ -114,6 +130,7 @@ typedef struct coord {
     size_t               ntrainable, ntaken; /* accumulators (partitions), taken ones */
     client              *clients;
     size_t               nclients, cap_clients;
+    size_t               nholding; /* clients with push answers held back */
     uint64_t             park_counter;
     worker              *workers;
     size_t               nworkers, cap_workers;
@@ -420,6 +437,40 @@ send_error(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *r
 {
     frame f = {detail, strlen(detail)};
     send_reply(c, rid, rid_len, req, e, c->global_step, &f, 1);
+}
+
+/* Send the push answers held back for cl, in order. */
+static void
+flush_held(coord *c, client *cl)
+{
+    for (size_t i = 0; i < cl->nheld; i++) {
+        sr_wire_push_rep rep = {cl->held[i].outcome};
+        uint8_t          buf[8];
+        frame            f = {buf, sr_wire_push_rep_encode(&rep, buf, sizeof(buf))};
+        send_reply(c, cl->rid, cl->rid_len, &cl->held[i].h, SR_OK, cl->held[i].step, &f, 1);
+    }
+    if (cl->nheld > 0) {
+        cl->nheld = 0;
+        c->nholding--;
+    }
+}
+
+/* After a batch of messages: answers held for a client that is not waiting
+ * for its token go out now (it may be waiting for them); a waiting one's
+ * go out with the token, or after PUSH_REPLY_HOLD_MS (well before the
+ * client's one-second resend). */
+static void
+flush_held_batch(coord *c, int all)
+{
+    int64_t now = sr_clock_now_ms();
+
+    for (size_t i = 0; c->nholding > 0 && i < c->nclients; i++) {
+        client *cl = &c->clients[i];
+        if (cl->nheld > 0 &&
+            (all || !cl->parked || now - cl->held_since_ms >= PUSH_REPLY_HOLD_MS)) {
+            flush_held(c, cl);
+        }
+    }
 }
 
 /* ---- loading and declaring ---------------------------------------------- */
@@ -1175,6 +1226,7 @@ send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want)
     h.request_id = req_id;
     h.client_id = cl->client_id;
     h.task_index = cl->task;
+    flush_held(c, cl); /* the pushes' answers first, as they came */
     if (send_head(c, cl->rid, cl->rid_len, &h, SR_OK, token, vars) != 0) {
         return -1;
     }
@@ -1447,14 +1499,34 @@ push_reply(coord *c, req_ctx *r, int outcome)
     uint8_t          buf[8];
     frame            f = {buf, sr_wire_push_rep_encode(&rep, buf, sizeof(buf))};
 
+    client *cl = r->cl;
+
     if (outcome == SR_PUSH_ACCEPTED) {
-        r->cl->accepted++;
+        cl->accepted++;
     } else if (outcome == SR_PUSH_STALE) {
-        r->cl->stale++;
+        cl->stale++;
     } else {
-        r->cl->duplicate++;
+        cl->duplicate++;
     }
-    send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
+    /* Held back until the end of this batch at least (flush_held_batch). */
+    if (cl->nheld >= PUSH_REPLY_HOLD_MAX) {
+        flush_held(c, cl);
+    }
+    held_reply *q = grow_array(cl->held, &cl->cap_held, cl->nheld + 1, sizeof(*q));
+    if (q == NULL) { /* no memory: answer now, after what is held */
+        flush_held(c, cl);
+        send_reply(c, cl->rid, cl->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
+        return;
+    }
+    cl->held = q;
+    if (cl->nheld == 0) {
+        cl->held_since_ms = sr_clock_now_ms();
+        c->nholding++;
+    }
+    q[cl->nheld].h = r->h;
+    q[cl->nheld].step = c->global_step;
+    q[cl->nheld].outcome = (uint8_t)outcome;
+    cl->nheld++;
 }
 
 /* Checks shared by dense and sparse pushes; NULL after an error reply. */
@@ -2290,6 +2362,9 @@ coord_free(coord *c)
     }
     free(c->vars);
     free(c->index);
+    for (size_t i = 0; i < c->nclients; i++) {
+        free(c->clients[i].held);
+    }
     free(c->clients);
     free(c->workers);
     free(c->log);
@@ -2363,8 +2438,10 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         while (handled < 256 && recv_one(&c)) {
             handled++;
         }
+        flush_held_batch(&c, 0);
         periodic(&c);
     }
+    flush_held_batch(&c, 1);
     if (c.writer_started) {
         sr_err wrc = writer_stop(&c);
         if (wrc != SR_OK) {

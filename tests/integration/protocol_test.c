@@ -679,6 +679,63 @@ test_protocol_hostile_client_during_training_changes_nothing(void **state)
     sr_harness_fini(&h);
 }
 
+/* Receive the next reply and check its type. */
+static void
+expect_reply(raw *r, int type, int timeout_ms)
+{
+    assert_int_equal(raw_recv(r, timeout_ms), 0);
+    assert_int_equal(r->rh.type, type | SR_WIRE_REPLY);
+    assert_int_equal(r->rh.status, SR_OK);
+}
+
+/* A push's answer is held back so that it leaves with the pusher's token
+ * (one wake-up for the worker), but never for long: a pusher whose token
+ * has to wait gets the answer within the hold (200 ms), long before its
+ * one-second resend and the 3.5 s after which a silent peer's parked
+ * request is dropped. */
+static void
+test_protocol_push_answer_held_for_the_token_not_longer(void **state)
+{
+    sr_harness   h;
+    sr_client   *chief = setup(&h, "hold", "2");
+    raw          r;
+    const double g = 2.0;
+    (void)state;
+
+    raw_open(&r, h.endpoint, 0x4444);
+    raw_hello(&r, 1);
+    /* Take both init tokens (max(N, R) = 2): the next request waits. */
+    raw_send(&r, SR_MSG_TOKEN, 1, 0, 0, NULL, NULL, 0);
+    expect_reply(&r, SR_MSG_TOKEN, 10000);
+    raw_send(&r, SR_MSG_TOKEN, 1, 0, 0, NULL, NULL, 0);
+    expect_reply(&r, SR_MSG_TOKEN, 10000);
+    /* Push (one of R = 2), ask for a token: parked; the push's answer
+     * comes on its own, well before 3.5 s. */
+    raw_push(&r, 1, "x", SR_FLOAT64, &g, sizeof(g), 0, 1);
+    raw_send(&r, SR_MSG_TOKEN, 1, 0, 0, NULL, NULL, 0);
+    expect_reply(&r, SR_MSG_PUSH, 2000);
+    assert_int_equal(raw_recv(&r, 0), -1); /* no token yet */
+    /* The chief completes the step: the parked request gets step 1. */
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));
+    expect_reply(&r, SR_MSG_TOKEN, 10000);
+    assert_int_equal(r.rh.local_step, 1);
+    /* Push and token together, the step completed by the chief at once:
+     * the push's answer still comes first. */
+    assert_sr_ok(sr_client_step(chief)); /* step 1's other token */
+    assert_int_equal(sr_client_local_step(chief), 1);
+    raw_push(&r, 1, "x", SR_FLOAT64, &g, sizeof(g), 1, 2);
+    raw_send(&r, SR_MSG_TOKEN, 1, 1, 0, NULL, NULL, 0);
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));
+    expect_reply(&r, SR_MSG_PUSH, 10000);
+    expect_reply(&r, SR_MSG_TOKEN, 10000);
+    assert_int_equal(r.rh.local_step, 2);
+    assert_true(pull_x(chief) == 10.0 - 2 * 2.0);
+    raw_close(&r);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 /* A pull reply is sent from the value's memory while the next step is
  * applied: the reply must carry the value as it was, bit for bit, and the
  * buffers must go round correctly afterwards.  The raw peer reads nothing
@@ -797,6 +854,7 @@ main(void)
         cmocka_unit_test(test_protocol_status_reports_workers_and_counts),
         cmocka_unit_test(test_protocol_hostile_client_during_training_changes_nothing),
         cmocka_unit_test(test_protocol_pull_in_flight_keeps_the_old_value),
+        cmocka_unit_test(test_protocol_push_answer_held_for_the_token_not_longer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
