@@ -1848,6 +1848,7 @@ handle_token(coord *c, req_ctx *r)
     }
     if (cl->token_req == r->h.request_id) {
         /* A resend of a request already answered: answer the same token. */
+        flush_held(c, cl);
         send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, cl->token_val, NULL, 0);
         return;
     }
