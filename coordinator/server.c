@@ -41,9 +41,11 @@
 #define SR_COORD_RCVHWM        64    /* queued messages per peer: bounds a flooder's memory */
 #define SR_COORD_MAX_VARIABLES 65536 /* declared variables (docs/security.md) */
 #define PUSH_REPLY_HOLD_MS     200   /* longest a push's answer waits for the token's */
-#define PUSH_REPLY_HOLD_MAX                                   \
-    8 /* answers held per client: a burst stays far below the \
-         send HWM (a reply that meets it is lost, then resent) */
+/* Push answers held per client: a burst stays far below the send HWM (a
+ * reply that meets it is lost, then resent). */
+#define PUSH_REPLY_HOLD_MAX  8
+#define SPARE_WAIT_MS        50  /* the longest a push waits for a pull of the old value */
+#define SPARE_WAIT_OFF_STEPS 100 /* steps without that wait after one ran out */
 
 /* A variable's value, shared with the pull replies in flight and, with
  * --commit async, the writer: ZeroMQ sends pulls from this memory and drops
@@ -63,10 +65,12 @@ typedef struct cvar {
     sr_store_var meta;
     void        *value; /* vb->data */
     vbuf        *vb;
-    vbuf        *spare;  /* a free (or soon free) buffer: async, the previous value for the
-                            next apply; sync, the previous value for the next sums */
-    vbuf *ab;            /* the accumulators' sums, laid out like the value (NULL: none yet) */
-    void *s1, *s2, *ema; /* optimizer slots and EMA shadow (NULL if unused) */
+    /* A free (or soon free) buffer: async, the previous value for the next
+     * apply; sync, the previous value for the next step's sums. */
+    vbuf   *spare;
+    vbuf   *ab;              /* the accumulators' sums, laid out like the value; NULL: none */
+    int64_t spare_wait_from; /* acc_memory waits for the spare from this global step */
+    void   *s1, *s2, *ema;   /* optimizer slots and EMA shadow (NULL if unused) */
     /* Trainable only: one accumulator per partition (docs/protocol.md,
      * Partitions); partition p holds rows [p * part_rows, ...). */
     sr_accum *acc;
@@ -559,6 +563,28 @@ part_range(const cvar *v, uint32_t p, uint64_t *row0, uint64_t *nrows)
     *nrows = v->rows - r0 < v->part_rows ? v->rows - r0 : v->part_rows;
 }
 
+/* Wait for a pull of v's previous value to be sent (sync), rather than
+ * hold a third copy of v: briefly, and not again for a while when the
+ * wait ran out (a slow reader must not stall every step). */
+static void
+wait_spare(coord *c, cvar *v)
+{
+    if (c->o->commit_async || v->spare == NULL || c->global_step < v->spare_wait_from) {
+        return;
+    }
+    for (int ms = 0; atomic_load(&v->spare->refs) != 1; ms++) {
+        if (ms == SPARE_WAIT_MS) {
+            v->spare_wait_from = c->global_step + SPARE_WAIT_OFF_STEPS;
+            SR_LOG(SR_LOG_NOTICE, "COORD-SPARE-WAIT",
+                   "%s: a pull of the previous value still in flight after %d ms; a third "
+                   "buffer instead (no wait for %d steps)",
+                   v->meta.name, SPARE_WAIT_MS, SPARE_WAIT_OFF_STEPS);
+            return;
+        }
+        sr_clock_sleep_ms(1);
+    }
+}
+
 /* Give v's accumulators their sums before a push adds into them: one buffer
  * laid out like the value, the spare when nobody reads it any more (the
  * value before the last apply, its pages faulted in), else a new one. */
@@ -570,6 +596,7 @@ acc_memory(coord *c, cvar *v)
     if (v->ab != NULL) {
         return SR_OK;
     }
+    wait_spare(c, v);
     if (v->spare != NULL && atomic_load(&v->spare->refs) == 1) {
         b = v->spare;
         v->spare = NULL;

@@ -123,3 +123,19 @@ sr_harness_status(sr_harness *h, char *out, size_t cap)
     out[n] = '\0';
     return pclose(p) == 0 ? 0 : -1;
 }
+
+int
+sr_harness_log_count(const sr_harness *h, const char *needle)
+{
+    FILE *f = fopen(h->log, "r");
+    char  line[2048];
+    int   n = 0;
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        n += strstr(line, needle) != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return n;
+}

@@ -30,6 +30,9 @@ void sr_harness_fini(sr_harness *h);
 /* `syncrep status --connect ENDPOINT --json` into out; 0 on success. */
 int sr_harness_status(sr_harness *h, char *out, size_t cap);
 
+/* The number of lines of the coordinator's log containing `needle`. */
+int sr_harness_log_count(const sr_harness *h, const char *needle);
+
 /* Open a client for task `task` (fails the test on error). */
 sr_client *sr_harness_client(sr_harness *h, int task);
 

@@ -6,6 +6,7 @@
  */
 #include "sr_test.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -741,14 +742,46 @@ test_protocol_push_answer_held_for_the_token_not_longer(void **state)
  * buffers must go round correctly afterwards.  The raw peer reads nothing
  * (receive HWM 1, two HELLO replies unread), so the 4 MiB reply stays in
  * the coordinator's socket while the push behind it completes the step
- * (R = 1, 4 partitions).  Writing the apply in place makes this fail. */
+ * (R = 1, 4 partitions).  Writing the apply in place makes this fail.  A
+ * second push while the reply is still unread finds the old value's buffer
+ * busy: with --commit sync the coordinator waits 50 ms for it, then takes a
+ * third buffer (and logs it). */
 #define PF_N ((size_t)1 << 20)
 
+typedef struct {
+    sr_client *c;
+    int64_t    step;
+} step_wait;
+
 static int
-step_one(void *arg)
+step_reached(void *arg)
 {
-    int64_t gs = -1;
-    return sr_client_global_step(arg, &gs) == SR_OK && gs == 1;
+    const step_wait *s = arg;
+    int64_t          gs = -1;
+    return sr_client_global_step(s->c, &gs) == SR_OK && gs == s->step;
+}
+
+/* Wait for global step `step`, then check w[i] == i - delta everywhere. */
+static void
+expect_w(sr_client *chief, float *w, int64_t step, float delta, const char *commit)
+{
+    step_wait s = {chief, step};
+    assert_true(sr_test_wait_until(step_reached, &s, 20000));
+    assert_sr_ok(sr_client_pull(chief, "w", w, PF_N * sizeof(float)));
+    for (size_t i = 0; i < PF_N; i++) {
+        if (w[i] != (float)i - delta) {
+            fail_msg("%s: w[%zu] = %g at step %" PRId64 ", want %g", commit, i, w[i], step,
+                     (float)i - delta);
+        }
+    }
+}
+
+static void
+fill(float *g, float x)
+{
+    for (size_t i = 0; i < PF_N; i++) {
+        g[i] = x;
+    }
 }
 
 static void
@@ -767,8 +800,8 @@ pull_in_flight_case(const char *commit)
     assert_true(w != NULL && g != NULL);
     for (size_t i = 0; i < PF_N; i++) {
         w[i] = (float)i;
-        g[i] = 1.0f;
     }
+    fill(g, 1.0f);
     sr_harness_init(&h, "pullfly");
     sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
                      "--partition-bytes", "1048576", "--commit", commit, NULL);
@@ -786,15 +819,14 @@ pull_in_flight_case(const char *commit)
     raw_send(&r, SR_MSG_PULL, 1, 0, 0, nbody, nlen, 1);
     raw_push(&r, 1, "w", SR_FLOAT32, g, PF_N * sizeof(float), 0, 1);
     /* The step applies while the reply is unread; the chief sees it. */
-    assert_true(sr_test_wait_until(step_one, chief, 20000));
-    assert_sr_ok(sr_client_pull(chief, "w", w, PF_N * sizeof(float)));
-    for (size_t i = 0; i < PF_N; i++) {
-        if (w[i] != (float)i - 1.0f) {
-            fail_msg("%s: w[%zu] = %g after the step, want %g", commit, i, w[i], (float)i - 1.0f);
-        }
-    }
-    /* Now read: two HELLO replies, the pull (the value before the step),
-     * the push's answer. */
+    expect_w(chief, w, 1, 1.0f, commit);
+    /* The next one too, its sums in a buffer of their own. */
+    fill(g, 2.0f);
+    raw_push(&r, 1, "w", SR_FLOAT32, g, PF_N * sizeof(float), 1, 2);
+    expect_w(chief, w, 2, 3.0f, commit);
+    assert_int_equal(sr_harness_log_count(&h, "COORD-SPARE-WAIT"), strcmp(commit, "sync") == 0);
+    /* Now read: two HELLO replies, the pull (the value before the steps),
+     * the pushes' answers. */
     assert_int_equal(raw_recv(&r, 10000), 0);
     assert_int_equal(raw_recv(&r, 10000), 0);
     zmq_msg_init(&m);
@@ -814,18 +846,12 @@ pull_in_flight_case(const char *commit)
     }
     zmq_msg_close(&m);
     assert_int_equal(push_outcome(&r), SR_PUSH_ACCEPTED);
-    /* The next step adds into the buffers as they went round. */
-    for (size_t i = 0; i < PF_N; i++) {
-        g[i] = 2.0f;
-    }
-    raw_push(&r, 1, "w", SR_FLOAT32, g, PF_N * sizeof(float), 1, 2);
     assert_int_equal(push_outcome(&r), SR_PUSH_ACCEPTED);
-    assert_sr_ok(sr_client_pull(chief, "w", w, PF_N * sizeof(float)));
-    for (size_t i = 0; i < PF_N; i++) {
-        if (w[i] != (float)i - 3.0f) {
-            fail_msg("%s: w[%zu] = %g after two steps, want %g", commit, i, w[i], (float)i - 3.0f);
-        }
-    }
+    /* And the next adds into the buffers as they went round. */
+    fill(g, 4.0f);
+    raw_push(&r, 1, "w", SR_FLOAT32, g, PF_N * sizeof(float), 2, 3);
+    assert_int_equal(push_outcome(&r), SR_PUSH_ACCEPTED);
+    expect_w(chief, w, 3, 7.0f, commit);
     raw_close(&r);
     sr_client_close(chief);
     assert_int_equal(sr_harness_stop(&h), 0);

@@ -64,21 +64,6 @@ open_client(sr_harness *h, int task, const char *server_pub, const keypair *k, i
     return sr_client_open(out, &o);
 }
 
-static int
-count_lines(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    char  line[2048];
-    int   n = 0;
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        n += strstr(line, needle) != NULL;
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    return n;
-}
-
 static void
 test_security_curve_admits_listed_refuses_others(void **state)
 {
@@ -125,9 +110,9 @@ test_security_curve_admits_listed_refuses_others(void **state)
     assert_int_equal(sr_harness_stop(&h), 0);
 
     /* Each refused peer is logged once, however often it retried. */
-    assert_int_equal(count_lines(h.log, intruder.pub), 1);
-    assert_true(count_lines(h.log, "COORD-AUTH-REFUSED") >= 2);
-    assert_int_equal(count_lines(h.log, "curve=on"), 1);
+    assert_int_equal(sr_harness_log_count(&h, intruder.pub), 1);
+    assert_true(sr_harness_log_count(&h, "COORD-AUTH-REFUSED") >= 2);
+    assert_int_equal(sr_harness_log_count(&h, "curve=on"), 1);
     sr_harness_fini(&h);
 }
 
