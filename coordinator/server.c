@@ -1525,8 +1525,7 @@ push_reply(coord *c, req_ctx *r, int outcome)
     sr_wire_push_rep rep = {(uint8_t)outcome};
     uint8_t          buf[8];
     frame            f = {buf, sr_wire_push_rep_encode(&rep, buf, sizeof(buf))};
-
-    client *cl = r->cl;
+    client          *cl = r->cl;
 
     if (outcome == SR_PUSH_ACCEPTED) {
         cl->accepted++;
