@@ -36,9 +36,13 @@
 #include "store/store.h"
 #include "wire/wire.h"
 
-#define MAX_PARTS              8     /* routing id + header + at most 3 body frames, with room */
-#define PARKED_EXPIRE_MS       3500  /* clients re-send TOKEN every second while they wait */
-#define SR_COORD_RCVHWM        64    /* queued messages per peer: bounds a flooder's memory */
+#define MAX_PARTS        8    /* routing id + header + at most 3 body frames, with room */
+#define PARKED_EXPIRE_MS 3500 /* clients re-send TOKEN every second while they wait */
+#define SR_COORD_RCVHWM  64   /* queued messages per peer: bounds a flooder's memory */
+/* Replies queued per peer: above what a client may have unanswered (256
+ * pipelined pushes, a token, pings), so no answer is dropped at the HWM. */
+#define SR_COORD_SNDHWM        1024
+#define PULLS_IN_FLIGHT        4 /* pull replies per client still being sent (each holds a value) */
 #define SR_COORD_MAX_VARIABLES 65536 /* declared variables (docs/security.md) */
 #define PUSH_REPLY_HOLD_MS     200   /* longest a push's answer waits for the token's */
 /* Push answers held per client: a burst stays far below the send HWM (a
@@ -83,6 +87,13 @@ typedef struct cvar {
     int       dirty_any;
 } cvar;
 
+/* A pull reply ZeroMQ is still sending: it holds a reference on a value,
+ * released from ZeroMQ's I/O thread (then `busy` drops to 0). */
+typedef struct pull_slot {
+    atomic_int busy;
+    vbuf      *vb;
+} pull_slot;
+
 /* A push's answer held back to go out with the client's next reply. */
 typedef struct held_reply {
     sr_wire_header h; /* the push's header */
@@ -109,6 +120,7 @@ typedef struct client {
     held_reply *held;
     size_t      nheld, cap_held;
     int64_t     held_since_ms;
+    pull_slot  *pulls; /* PULLS_IN_FLIGHT, allocated at the first pull */
     int         gone;
     uint64_t    accepted, stale, duplicate, errors;
 } client;
@@ -1192,9 +1204,20 @@ apply_step(coord *c)
 
 /* ---- tokens ------------------------------------------------------------- */
 
-/* Append a zero-copy frame of v's value (ZMQ_SNDMORE unless last). */
+/* zmq_msg_init_data's free function for a pull reply: sent. */
+static void
+pull_slot_free(void *data, void *hint)
+{
+    pull_slot *s = hint;
+    (void)data;
+    vbuf_release(s->vb);
+    atomic_store(&s->busy, 0);
+}
+
+/* Append a zero-copy frame of v's value (ZMQ_SNDMORE unless last); with a
+ * slot, the frame is a pull reply that frees the slot once sent. */
 static int
-send_value_frame(coord *c, cvar *v, int last)
+send_value_frame(coord *c, cvar *v, int last, pull_slot *slot)
 {
     zmq_msg_t m;
 
@@ -1202,7 +1225,16 @@ send_value_frame(coord *c, cvar *v, int last)
         zmq_msg_init(&m);
     } else {
         atomic_fetch_add(&v->vb->refs, 1);
-        if (zmq_msg_init_data(&m, v->value, (size_t)v->meta.nbytes, vbuf_msg_free, v->vb) != 0) {
+        if (slot != NULL) {
+            slot->vb = v->vb;
+            atomic_store(&slot->busy, 1);
+        }
+        if (zmq_msg_init_data(&m, v->value, (size_t)v->meta.nbytes,
+                              slot != NULL ? pull_slot_free : vbuf_msg_free,
+                              slot != NULL ? (void *)slot : (void *)v->vb) != 0) {
+            if (slot != NULL) {
+                atomic_store(&slot->busy, 0);
+            }
             vbuf_release(v->vb);
             return -1;
         }
@@ -1266,7 +1298,7 @@ send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want)
     for (size_t i = 0; i < c->nvars; i++) {
         encode_vardesc(&c->vars[i], db, sizeof(db), &f);
         zmq_send(c->sock, f.data, f.len, ZMQ_SNDMORE);
-        send_value_frame(c, &c->vars[i], i + 1 == c->nvars);
+        send_value_frame(c, &c->vars[i], i + 1 == c->nvars, NULL);
     }
     return 0;
 }
@@ -1510,12 +1542,43 @@ handle_pull(coord *c, req_ctx *r)
     send_reply_value(c, r, &f, v);
 }
 
+/* A free pull slot of cl's, or NULL: PULLS_IN_FLIGHT replies are still
+ * being sent to it (a client that asks and does not read must not pin one
+ * value per step), or no memory. */
+static pull_slot *
+free_pull_slot(client *cl)
+{
+    if (cl->pulls == NULL && (cl->pulls = calloc(PULLS_IN_FLIGHT, sizeof(*cl->pulls))) == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < PULLS_IN_FLIGHT; i++) {
+        if (atomic_load(&cl->pulls[i].busy) == 0) {
+            return &cl->pulls[i];
+        }
+    }
+    return NULL;
+}
+
 static void
 send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v)
 {
+    pull_slot *slot = free_pull_slot(r->cl);
+
+    if (slot == NULL && r->cl->pulls == NULL) {
+        REPLY_ERR(r, SR_ENOMEM, "pull %s: no memory", v->meta.name);
+        return;
+    }
+    if (slot == NULL) {
+        /* libsyncrep pulls one variable at a time; its resends of a slow
+         * pull reuse the request id, and the first reply wins. */
+        REPLY_ERR(r, SR_EPROTO,
+                  "pull %s: %d earlier pull replies to this client are still being sent",
+                  v->meta.name, PULLS_IN_FLIGHT);
+        return;
+    }
     if (send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 1) == 0 &&
         zmq_send(c->sock, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
-        send_value_frame(c, v, 1);
+        send_value_frame(c, v, 1, slot);
     }
 }
 
@@ -2229,7 +2292,7 @@ open_socket(coord *c)
     zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm));
-    zmq_setsockopt(c->sock, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+    zmq_setsockopt(c->sock, ZMQ_SNDHWM, &(int){SR_COORD_SNDHWM}, sizeof(int));
     /* A frame may hold the largest variable plus its descriptor. */
     for (size_t i = 0; i < c->nvars; i++) {
         if ((int64_t)c->vars[i].meta.nbytes + (1 << 20) > maxmsg) {
@@ -2389,10 +2452,6 @@ coord_free(coord *c)
     }
     free(c->vars);
     free(c->index);
-    for (size_t i = 0; i < c->nclients; i++) {
-        free(c->clients[i].held);
-    }
-    free(c->clients);
     free(c->workers);
     free(c->log);
     free(c->scratch[0]);
@@ -2406,8 +2465,13 @@ coord_free(coord *c)
         zmq_close(c->sock);
     }
     if (c->ctx != NULL) {
-        zmq_ctx_term(c->ctx);
+        zmq_ctx_term(c->ctx); /* after it, no pull slot is written any more */
     }
+    for (size_t i = 0; i < c->nclients; i++) {
+        free(c->clients[i].held);
+        free(c->clients[i].pulls);
+    }
+    free(c->clients);
     sr_store_close(c->st);
 }
 

@@ -784,39 +784,55 @@ fill(float *g, float x)
     }
 }
 
+/* A coordinator (R = 1, 4 partitions) with w = float32[PF_N], w[i] = i,
+ * the chief, and a raw peer that reads nothing for now: receive HWM 1 and
+ * two HELLO replies left unread, so a big reply to it stays unsent. */
+static sr_client *
+stalled_peer_setup(sr_harness *h, raw *r, float *w, const char *commit)
+{
+    sr_client *chief;
+    int64_t    shape[1] = {(int64_t)PF_N};
+    int        hwm = 1;
+
+    for (size_t i = 0; i < PF_N; i++) {
+        w[i] = (float)i;
+    }
+    sr_harness_init(h, "pullfly");
+    sr_harness_start(h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
+                     "--partition-bytes", "1048576", "--commit", commit, NULL);
+    chief = sr_harness_client(h, 0);
+    assert_sr_ok(sr_client_declare(chief, "w", SR_FLOAT32, 1, shape, w));
+    assert_sr_ok(sr_client_ready(chief));
+    raw_open(r, h->endpoint, 0x3333);
+    assert_int_equal(zmq_setsockopt(r->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm)), 0);
+    raw_hello(r, 1);
+    raw_send(r, SR_MSG_HELLO, 1, 0, 0, NULL, NULL, 0);
+    raw_send(r, SR_MSG_HELLO, 1, 0, 0, NULL, NULL, 0);
+    return chief;
+}
+
+static void
+raw_pull(raw *r, const char *name)
+{
+    uint8_t     nb[SR_WIRE_BODY_MAX];
+    const void *body[1] = {nb};
+    size_t      len[1] = {sr_wire_name_encode(name, nb, sizeof(nb))};
+    raw_send(r, SR_MSG_PULL, 1, 0, 0, body, len, 1);
+}
+
 static void
 pull_in_flight_case(const char *commit)
 {
     sr_harness     h;
-    sr_client     *chief;
     raw            r;
     float         *w = malloc(PF_N * sizeof(float)), *g = malloc(PF_N * sizeof(float));
-    int64_t        shape[1] = {(int64_t)PF_N};
-    int            hwm = 1;
-    uint8_t        nb[SR_WIRE_BODY_MAX];
     sr_wire_header rh;
     zmq_msg_t      m;
 
     assert_true(w != NULL && g != NULL);
-    for (size_t i = 0; i < PF_N; i++) {
-        w[i] = (float)i;
-    }
+    sr_client *chief = stalled_peer_setup(&h, &r, w, commit);
     fill(g, 1.0f);
-    sr_harness_init(&h, "pullfly");
-    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
-                     "--partition-bytes", "1048576", "--commit", commit, NULL);
-    chief = sr_harness_client(&h, 0);
-    assert_sr_ok(sr_client_declare(chief, "w", SR_FLOAT32, 1, shape, w));
-    assert_sr_ok(sr_client_ready(chief));
-
-    raw_open(&r, h.endpoint, 0x3333);
-    assert_int_equal(zmq_setsockopt(r.sock, ZMQ_RCVHWM, &hwm, sizeof(hwm)), 0);
-    raw_hello(&r, 1);
-    raw_send(&r, SR_MSG_HELLO, 1, 0, 0, NULL, NULL, 0);
-    raw_send(&r, SR_MSG_HELLO, 1, 0, 0, NULL, NULL, 0);
-    const void *nbody[1] = {nb};
-    size_t      nlen[1] = {sr_wire_name_encode("w", nb, sizeof(nb))};
-    raw_send(&r, SR_MSG_PULL, 1, 0, 0, nbody, nlen, 1);
+    raw_pull(&r, "w");
     raw_push(&r, 1, "w", SR_FLOAT32, g, PF_N * sizeof(float), 0, 1);
     /* The step applies while the reply is unread; the chief sees it. */
     expect_w(chief, w, 1, 1.0f, commit);
@@ -868,6 +884,45 @@ test_protocol_pull_in_flight_keeps_the_old_value(void **state)
     pull_in_flight_case("async");
 }
 
+/* A client that asks for pulls and reads none pins at most 4 values (each
+ * unsent reply holds one, and would hold a new one every step): the fifth
+ * and sixth pulls are refused, after the four replies, in order. */
+static void
+test_protocol_unread_pulls_hold_at_most_four_values(void **state)
+{
+    sr_harness h;
+    raw        r;
+    float     *w = malloc(PF_N * sizeof(float));
+    (void)state;
+
+    assert_non_null(w);
+    sr_client *chief = stalled_peer_setup(&h, &r, w, "sync");
+    for (int i = 0; i < 6; i++) {
+        raw_pull(&r, "w");
+    }
+    expect_reply(&r, SR_MSG_HELLO, 10000);
+    expect_reply(&r, SR_MSG_HELLO, 10000);
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(raw_recv(&r, 10000), 0);
+        assert_int_equal(r.rh.type, SR_MSG_PULL | SR_WIRE_REPLY);
+        if (i < 4) {
+            assert_int_equal(r.rh.status, SR_OK);
+        } else {
+            assert_int_equal(r.rh.status, SR_EPROTO);
+            r.body[0][r.body_len[0] < sizeof(r.body[0]) ? r.body_len[0] : 4095] = '\0';
+            assert_non_null(strstr((const char *)r.body[0], "still being sent"));
+        }
+    }
+    /* Read, they free their slots: pulls are answered again. */
+    raw_pull(&r, "w");
+    expect_reply(&r, SR_MSG_PULL, 10000);
+    raw_close(&r);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+    free(w);
+}
+
 int
 main(void)
 {
@@ -881,6 +936,7 @@ main(void)
         cmocka_unit_test(test_protocol_hostile_client_during_training_changes_nothing),
         cmocka_unit_test(test_protocol_pull_in_flight_keeps_the_old_value),
         cmocka_unit_test(test_protocol_push_answer_held_for_the_token_not_longer),
+        cmocka_unit_test(test_protocol_unread_pulls_hold_at_most_four_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
