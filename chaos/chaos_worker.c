@@ -59,7 +59,18 @@ one_round(sr_client *c, uint64_t seed, int task)
             return rc;
         }
     }
+    /* Odd tasks end the round with sr_client_push_step (the last dense
+     * push and the token request in one message), even ones with
+     * sr_client_push and sr_client_step: both paths under the same kills. */
+    int last = -1;
     for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        last = vars[v].sparse ? last : v;
+    }
+    int chain = task % 2 == 1 && last >= 0;
+    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        if (chain && v == last) {
+            continue;
+        }
         if (vars[v].sparse) {
             size_t row = sr_chaos_bytes(&vars[v]) / (size_t)vars[v].shape[0];
             sr_chaos_grad_sparse(seed, v, task, val[v], idx, grad);
@@ -73,7 +84,11 @@ one_round(sr_client *c, uint64_t seed, int task)
             return rc;
         }
     }
-    return sr_client_step(c);
+    if (!chain) {
+        return sr_client_step(c);
+    }
+    sr_chaos_grad_dense(seed, last, task, val[last], grad);
+    return sr_client_push_step(c, vars[last].name, grad, sr_chaos_bytes(&vars[last]));
 }
 
 int

@@ -36,7 +36,7 @@
 #include "store/store.h"
 #include "wire/wire.h"
 
-#define MAX_PARTS        8    /* routing id + header + at most 3 body frames, with room */
+#define MAX_PARTS        32   /* routing id + header + at most 3 body frames; chains */
 #define PARKED_EXPIRE_MS 3500 /* clients re-send TOKEN every second while they wait */
 #define SR_COORD_RCVHWM  64   /* queued messages per peer: bounds a flooder's memory */
 /* Replies queued per peer: above what a client may have unanswered (256
@@ -122,6 +122,7 @@ typedef struct client {
     int64_t     held_since_ms;
     pull_slot  *pulls; /* PULLS_IN_FLIGHT, allocated at the first pull */
     int         gone;
+    uint64_t    chained; /* requests that came in chains: answers go chained too */
     uint64_t    accepted, stale, duplicate, errors;
 } client;
 
@@ -407,28 +408,34 @@ typedef struct {
     size_t      len;
 } frame;
 
-/* Send a reply to `cl_rid`; frames are copied.  Returns 0, or -1 when the
- * peer is gone or its queue is full (the caller decides what that loses). */
-/* The routing id and the reply header (more: frames follow).  0, or -1
- * when the peer is gone or its queue is full. */
+/* The header frame of a reply to `req` (more: frames follow), after the
+ * routing id.  0, or -1 when the peer is gone or its queue is full (the
+ * caller decides what that loses). */
 static int
-send_head(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req, int status,
-          int64_t local_step, int more)
+send_hdr(coord *c, const sr_wire_header *req, int status, int64_t local_step, uint16_t flags,
+         int more)
 {
     sr_wire_header h = *req;
     uint8_t        hb[SR_WIRE_HEADER_BYTES];
 
     h.type = (uint8_t)(req->type | SR_WIRE_REPLY);
-    h.flags = 0;
+    h.flags = flags;
     h.incarnation = c->incarnation;
     h.status = status;
     h.local_step = local_step;
     sr_wire_header_encode(&h, hb);
-    if (zmq_send(c->sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(c->sock, hb, sizeof(hb), (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+    return zmq_send(c->sock, hb, sizeof(hb), (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0 ? -1 : 0;
+}
+
+/* The routing id and the reply header. */
+static int
+send_head(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req, int status,
+          int64_t local_step, int more)
+{
+    if (zmq_send(c->sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         return -1;
     }
-    return 0;
+    return send_hdr(c, req, status, local_step, 0, more);
 }
 
 static int
@@ -455,20 +462,33 @@ send_error(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *r
     send_reply(c, rid, rid_len, req, e, c->global_step, &f, 1);
 }
 
-/* Send the push answers held back for cl, in order. */
+/* Send the push answers held back for cl, in order: one message each, or
+ * (chained) as the first replies of the message whose routing id has just
+ * been sent, each flagged SR_WIRE_F_CHAIN: the caller's reply follows. */
 static void
-flush_held(coord *c, client *cl)
+send_held(coord *c, client *cl, int chained)
 {
     for (size_t i = 0; i < cl->nheld; i++) {
         sr_wire_push_rep rep = {cl->held[i].outcome};
         uint8_t          buf[8];
-        frame            f = {buf, sr_wire_push_rep_encode(&rep, buf, sizeof(buf))};
-        send_reply(c, cl->rid, cl->rid_len, &cl->held[i].h, SR_OK, cl->held[i].step, &f, 1);
+        size_t           n = sr_wire_push_rep_encode(&rep, buf, sizeof(buf));
+        if (!chained) {
+            frame f = {buf, n};
+            send_reply(c, cl->rid, cl->rid_len, &cl->held[i].h, SR_OK, cl->held[i].step, &f, 1);
+        } else if (send_hdr(c, &cl->held[i].h, SR_OK, cl->held[i].step, SR_WIRE_F_CHAIN, 1) == 0) {
+            zmq_send(c->sock, buf, n, ZMQ_SNDMORE); /* the rest of a message ZeroMQ took */
+        }
     }
     if (cl->nheld > 0) {
         cl->nheld = 0;
         c->nholding--;
     }
+}
+
+static void
+flush_held(coord *c, client *cl)
+{
+    send_held(c, cl, 0);
 }
 
 /* After a batch of messages: answers held for a client that is not waiting
@@ -1285,9 +1305,21 @@ send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want)
     h.request_id = req_id;
     h.client_id = cl->client_id;
     h.task_index = cl->task;
-    flush_held(c, cl); /* the pushes' answers first, as they came */
-    if (send_head(c, cl->rid, cl->rid_len, &h, SR_OK, token, vars) != 0) {
-        return -1;
+    /* The pushes' answers first, as they came: in the token's message when
+     * the client reads chains. */
+    if (cl->chained > 0 && cl->nheld > 0) {
+        if (zmq_send(c->sock, cl->rid, cl->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+            return -1;
+        }
+        send_held(c, cl, 1);
+        if (send_hdr(c, &h, SR_OK, token, 0, vars) != 0) {
+            return -1;
+        }
+    } else {
+        flush_held(c, cl);
+        if (send_head(c, cl->rid, cl->rid_len, &h, SR_OK, token, vars) != 0) {
+            return -1;
+        }
     }
     if (!vars) {
         return 0;
@@ -1374,7 +1406,11 @@ handle_hello(coord *c, req_ctx *r)
     frame             f = {buf, n};
 
     touch_worker(c, r->h.task_index, c->model_ready ? c->global_step : -1);
-    send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
+    /* Flagged: this coordinator accepts chains (docs/protocol.md). */
+    if (zmq_send(c->sock, r->rid, r->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+        send_hdr(c, &r->h, SR_OK, c->global_step, SR_WIRE_F_CHAIN, 1) == 0) {
+        zmq_send(c->sock, f.data, f.len, 0);
+    }
 }
 
 static int
@@ -2035,25 +2071,23 @@ oversized(const coord *c, zmq_msg_t *body, int n)
     return 0;
 }
 
+/* One request: its header frame hb[0] and n - 1 body frames, from the peer
+ * `rid`; `chained`: it came in a chain (the client reads chained replies). */
 static void
-dispatch(coord *c, zmq_msg_t *parts, int nparts)
+dispatch_one(coord *c, zmq_msg_t *rid, zmq_msg_t *hb, int n, int chained)
 {
     req_ctx r;
     int     type;
 
     memset(&r, 0, sizeof(r));
-    if (nparts < 2 || zmq_msg_size(&parts[0]) == 0) {
-        count_malformed(c, "fewer than two frames");
-        return;
-    }
-    r.rid = zmq_msg_data(&parts[0]);
-    r.rid_len = zmq_msg_size(&parts[0]);
-    if (sr_wire_header_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &r.h) != SR_OK) {
+    r.rid = zmq_msg_data(rid);
+    r.rid_len = zmq_msg_size(rid);
+    if (sr_wire_header_decode(zmq_msg_data(&hb[0]), zmq_msg_size(&hb[0]), &r.h) != SR_OK) {
         count_malformed(c, sr_errdetail());
         return; /* nothing trustworthy to reply to */
     }
-    r.body = &parts[2];
-    r.nbody = nparts - 2;
+    r.body = &hb[1];
+    r.nbody = n - 1;
     type = r.h.type;
     if (type & SR_WIRE_REPLY) {
         count_malformed(c, "a reply sent to the coordinator");
@@ -2075,6 +2109,7 @@ dispatch(coord *c, zmq_msg_t *parts, int nparts)
         REPLY_ERR(&r, SR_ENOMEM, "client table full");
         return;
     }
+    r.cl->chained += (uint64_t)chained;
     if (type != SR_MSG_PING && type != SR_MSG_TOKEN && r.h.request_id > r.cl->last_req) {
         r.cl->last_req = r.h.request_id;
         if (r.h.request_id > r.cl->parked_req) {
@@ -2132,6 +2167,43 @@ dispatch(coord *c, zmq_msg_t *parts, int nparts)
     }
 }
 
+/* A message: the routing id, then one request, or a chain of them
+ * (docs/protocol.md, Chains): each PUSH header flagged SR_WIRE_F_CHAIN is
+ * followed by its two body frames and the next request's header.  The
+ * requests are handled in order, as if they had come one by one. */
+static void
+dispatch(coord *c, zmq_msg_t *parts, int nparts)
+{
+    int at = 1;
+
+    if (nparts < 2 || zmq_msg_size(&parts[0]) == 0) {
+        count_malformed(c, "fewer than two frames");
+        return;
+    }
+    for (;;) {
+        sr_wire_header h;
+        int            n = nparts - at;
+
+        if (sr_wire_header_decode(zmq_msg_data(&parts[at]), zmq_msg_size(&parts[at]), &h) ==
+                SR_OK &&
+            (h.flags & SR_WIRE_F_CHAIN) && !(h.type & SR_WIRE_REPLY)) {
+            if (h.type != SR_MSG_PUSH || n < 4) {
+                count_malformed(c, "bad chain");
+                send_error(c, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &h, SR_EPROTO,
+                           "a chained request must be a PUSH with two body frames, followed "
+                           "by another request");
+                return; /* the rest of the chain is not handled */
+            }
+            n = 3;
+        }
+        dispatch_one(c, &parts[0], &parts[at], n, at > 1 || at + n < nparts);
+        at += n;
+        if (at >= nparts) {
+            return;
+        }
+    }
+}
+
 /* ---- status ------------------------------------------------------------- */
 
 static void
@@ -2171,7 +2243,7 @@ status_json(coord *c, sr_strbuf *b)
     sr_strbuf_printf(b, "],\"workers\":[");
     for (size_t i = 0; i < c->nworkers; i++) {
         worker  *w = &c->workers[i];
-        uint64_t acc = 0, stale = 0, dup = 0, errs = 0;
+        uint64_t acc = 0, stale = 0, dup = 0, errs = 0, chained = 0;
         int64_t  seen = -1;
         int      parked = 0, live = 0;
         for (size_t k = 0; k < c->nclients; k++) {
@@ -2183,6 +2255,7 @@ status_json(coord *c, sr_strbuf *b)
             stale += cl->stale;
             dup += cl->duplicate;
             errs += cl->errors;
+            chained += cl->chained;
             parked |= cl->parked;
             live |= !cl->gone;
             if (seen < 0 || now - cl->last_seen_ms < seen) {
@@ -2193,10 +2266,10 @@ status_json(coord *c, sr_strbuf *b)
                          "%s{\"task_index\":%d,\"local_step\":%" PRId64 ",\"last_seen_ms\":%" PRId64
                          ",\"seconds_since_seen\":%.3f,\"connected\":%s,\"waiting_for_token\":%s,"
                          "\"accepted\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"duplicate\":%" PRIu64
-                         ",\"rejected\":%" PRIu64 "}",
+                         ",\"rejected\":%" PRIu64 ",\"chained\":%" PRIu64 "}",
                          i ? "," : "", w->task, w->local_step, w->last_seen_wall_ms,
                          seen < 0 ? -1.0 : seen / 1000.0, live ? "true" : "false",
-                         parked ? "true" : "false", acc, stale, dup, errs);
+                         parked ? "true" : "false", acc, stale, dup, errs, chained);
     }
     sr_strbuf_printf(b, "]}");
 }

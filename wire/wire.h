@@ -48,6 +48,11 @@ typedef enum {
 /* Header flags. */
 #define SR_WIRE_F_RESEND    0x1u /* this request is a resend of the same request_id */
 #define SR_WIRE_F_WANT_VARS 0x2u /* TOKEN: send the variables with the token, if small */
+/* Chains (docs/protocol.md, Chains): on a PUSH request, another request
+ * follows in the same ZeroMQ message after this one's two body frames; on a
+ * push's answer, another reply follows after its one body frame; on the
+ * HELLO reply, the coordinator accepts chains. */
+#define SR_WIRE_F_CHAIN 0x4u
 
 /* Frame 0 of every message.  Replies echo request_id, client_id, task_index
  * and carry the coordinator's incarnation; status is 0 or a negative sr_err,

@@ -108,10 +108,19 @@ struct sr_client {
     int             npend_ext;              /* unanswered pushes sent from a caller's buffer */
     int             wait_ext;               /* rpc type 0: ... or until npend_ext is 0 */
     uint64_t        part_bytes;             /* the coordinator's partition size (HELLO) */
+    int             connects;               /* CONNECTED events seen */
     int             deferred_rc; /* a pipelined push's refusal, reported by the next step */
     char            deferred_err[1024];
     sr_client_stats stats;
     char            err[1024];
+    /* Chains (docs/protocol.md): the coordinator takes them (HELLO);
+     * sr_client_push_step holds its pipelined push back, unsent, for the
+     * TOKEN request, which it then precedes in one message; replies after a
+     * chained answer are still to be read from the current message. */
+    int chain_ok;
+    int hold_next; /* inside sr_client_push_step */
+    int held_push; /* pend[npend - 1] is not sent yet */
+    int chain_more;
 };
 
 typedef struct {
@@ -202,9 +211,10 @@ take_cache(sr_client *c)
     c->cache_step = vh.global_step;
 }
 
+/* One request's frames; more: another request follows in this message. */
 static int
-send_msg(sr_client *c, int type, uint64_t req_id, uint16_t flags, uint64_t incarnation,
-         int64_t local_step, uint64_t seq, const frame *f, int nf)
+send_frames(sr_client *c, int type, uint64_t req_id, uint16_t flags, uint64_t incarnation,
+            int64_t local_step, uint64_t seq, const frame *f, int nf, int more, int dw)
 {
     sr_wire_header h;
     uint8_t        hb[SR_WIRE_HEADER_BYTES];
@@ -219,20 +229,51 @@ send_msg(sr_client *c, int type, uint64_t req_id, uint16_t flags, uint64_t incar
     h.local_step = local_step;
     h.seq = seq;
     sr_wire_header_encode(&h, hb);
-    /* Resends, PINGs and BYE are extras: when the queue to the coordinator
-     * is full (it is busy or gone) they are skipped rather than waited for
-     * (ZeroMQ takes the rest of a message whose first frame it took). */
-    int dw =
-        (flags & SR_WIRE_F_RESEND) || type == SR_MSG_PING || type == SR_MSG_BYE ? ZMQ_DONTWAIT : 0;
-    if (zmq_send(c->sock, hb, sizeof(hb), (nf ? ZMQ_SNDMORE : 0) | dw) < 0) {
+    if (zmq_send(c->sock, hb, sizeof(hb), (nf || more ? ZMQ_SNDMORE : 0) | dw) < 0) {
         return -1;
     }
     for (int i = 0; i < nf; i++) {
-        if (zmq_send(c->sock, f[i].data, f[i].len, i + 1 < nf ? ZMQ_SNDMORE : 0) < 0) {
+        if (zmq_send(c->sock, f[i].data, f[i].len, i + 1 < nf || more ? ZMQ_SNDMORE : 0) < 0) {
             return -1;
         }
     }
     return 0;
+}
+
+/* Resends, PINGs and BYE are extras: when the queue to the coordinator is
+ * full (it is busy or gone) they are skipped rather than waited for
+ * (ZeroMQ takes the rest of a message whose first frame it took). */
+static int
+extra_flags(int type, uint16_t flags)
+{
+    return (flags & SR_WIRE_F_RESEND) || type == SR_MSG_PING || type == SR_MSG_BYE ? ZMQ_DONTWAIT
+                                                                                   : 0;
+}
+
+static int
+send_msg(sr_client *c, int type, uint64_t req_id, uint16_t flags, uint64_t incarnation,
+         int64_t local_step, uint64_t seq, const frame *f, int nf)
+{
+    return send_frames(c, type, req_id, flags, incarnation, local_step, seq, f, nf, 0,
+                       extra_flags(type, flags));
+}
+
+/* A new request, behind the held-back push if there is one: both in one
+ * message, the push flagged SR_WIRE_F_CHAIN. */
+static int
+send_request(sr_client *c, int type, uint64_t req_id, uint16_t flags, int64_t local_step,
+             uint64_t seq, const frame *f, int nf)
+{
+    if (c->held_push) {
+        const struct pend *p = &c->pend[c->npend - 1];
+        frame              pf[2] = {{p->buf, p->desc_len}, {p->buf + p->desc_len, p->data_len}};
+        c->held_push = 0;
+        if (send_frames(c, SR_MSG_PUSH, p->req, SR_WIRE_F_CHAIN, c->incarnation, p->local_step,
+                        p->seq, pf, 2, 1, extra_flags(type, flags)) != 0) {
+            return -1;
+        }
+    }
+    return send_msg(c, type, req_id, flags, c->incarnation, local_step, seq, f, nf);
 }
 
 /* Receive one message into c->rep / c->rh.  Returns 0, or -1 if it was not a
@@ -241,7 +282,7 @@ static int
 recv_msg(sr_client *c)
 {
     zmq_msg_t hm;
-    int       more, ok;
+    int       more, ok, chained;
 
     drop_reply(c);
     zmq_msg_init(&hm);
@@ -251,8 +292,11 @@ recv_msg(sr_client *c)
     }
     ok = sr_wire_header_decode(zmq_msg_data(&hm), zmq_msg_size(&hm), &c->rh) == SR_OK &&
          (c->rh.type & SR_WIRE_REPLY);
+    /* A chained answer has one body frame; the next reply follows it. */
+    chained = ok && (c->rh.flags & SR_WIRE_F_CHAIN) != 0;
     more = zmq_msg_more(&hm);
     zmq_msg_close(&hm);
+    c->chain_more = 0;
     while (more) {
         zmq_msg_t m;
         zmq_msg_init(&m);
@@ -275,11 +319,17 @@ recv_msg(sr_client *c)
             zmq_msg_close(&m);
             ok = 0;
         }
+        if (chained) {
+            c->chain_more = more;
+            break;
+        }
     }
     return ok ? 0 : -1;
 }
 
-/* Drain the monitor; 1 if the DEALER (re)connected. */
+/* Drain the monitor; 1 if the DEALER reconnected.  The first connection
+ * is not one: what was sent before it waited in ZeroMQ's queue and goes out
+ * on it. */
 static int
 reconnected(sr_client *c)
 {
@@ -293,7 +343,9 @@ reconnected(sr_client *c)
         }
         if (zmq_msg_size(&ev) >= 2) {
             const uint8_t *e = zmq_msg_data(&ev);
-            connected |= (uint16_t)(e[0] | e[1] << 8) == ZMQ_EVENT_CONNECTED;
+            if ((uint16_t)(e[0] | e[1] << 8) == ZMQ_EVENT_CONNECTED) {
+                connected |= c->connects++ > 0;
+            }
         }
         int more = zmq_msg_more(&ev);
         zmq_msg_close(&ev);
@@ -325,6 +377,9 @@ pend_remove(sr_client *c, int i)
 {
     struct pend gone = c->pend[i];
 
+    if (i == c->npend - 1) {
+        c->held_push = 0;
+    }
     memmove(&c->pend[i], &c->pend[i + 1], (size_t)(c->npend - i - 1) * sizeof(gone));
     c->npend--;
     c->npend_ext -= gone.ext != NULL;
@@ -421,15 +476,26 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
     if (type == 0 && room_ok(c)) {
         return SR_OK;
     }
-    if (type != 0 &&
-        send_msg(c, type, req, c->req_flags, c->incarnation, local_step, seq, f, nf) != 0) {
+    if (type == 0 && c->held_push) {
+        c->held_push = 0;
+        if (pend_send(c, &c->pend[c->npend - 1], 0) != 0) {
+            return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
+        }
+    }
+    if (type != 0 && send_request(c, type, req, c->req_flags, local_step, seq, f, nf) != 0) {
         return fail(c, SR_EMSG, "send %s: %s", sr_wire_type_name(type), zmq_strerror(errno));
     }
     for (;;) {
         zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->mon, 0, ZMQ_POLLIN, 0}};
         now = sr_clock_now_ms();
         int64_t wait = next_resend - now;
-        int     rc = zmq_poll(it, c->mon ? 2 : 1, wait > 0 ? (long)wait : 0);
+        int     rc = 1;
+
+        if (c->chain_more) {
+            it[0].revents = ZMQ_POLLIN; /* the rest of the message just read */
+        } else {
+            rc = zmq_poll(it, c->mon ? 2 : 1, wait > 0 ? (long)wait : 0);
+        }
 
         if (rc < 0 && errno != EINTR) {
             return fail(c, SR_EMSG, "poll: %s", zmq_strerror(errno));
@@ -520,6 +586,7 @@ hello(sr_client *c)
         c->global_step = rep.global_step;
         c->model_ready = rep.model_ready;
         c->part_bytes = rep.partition_bytes;
+        c->chain_ok = (c->rh.flags & SR_WIRE_F_CHAIN) != 0;
         return SR_OK;
     }
 }
@@ -670,7 +737,7 @@ sr_client_close(sr_client *c)
     }
     if (c->sock != NULL && c->incarnation != 0) {
         /* Best effort: lets the coordinator forget us at once. */
-        send_msg(c, SR_MSG_BYE, ++c->next_req, 0, c->incarnation, 0, 0, NULL, 0);
+        send_request(c, SR_MSG_BYE, ++c->next_req, 0, 0, 0, NULL, 0);
     }
     drop_reply(c);
     drop_cache(c);
@@ -1029,7 +1096,8 @@ take_deferred(sr_client *c)
 /* Queue one PUSH (descriptor desc, data of len bytes: copied, or used in
  * place when ext) and send it; its answer is taken by a later wait. */
 static int
-pend_add(sr_client *c, const char *name, const frame *desc, const void *data, size_t len, int ext)
+pend_add(sr_client *c, const char *name, const frame *desc, const void *data, size_t len, int ext,
+         int hold)
 {
     size_t       need = desc->len + (ext ? 0 : len);
     struct pend *p;
@@ -1064,10 +1132,21 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
     p->seq = ++c->seq;
     p->local_step = c->local_step;
     snprintf(p->name, sizeof(p->name), "%s", name);
-    if (pend_send(c, p, 0) != 0) {
+    if (c->held_push && hold) {
+        /* Only the last push waits for the next request. */
+        c->held_push = 0;
+        if (pend_send(c, &c->pend[c->npend - 1], 0) != 0) {
+            return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
+        }
+    }
+    if (!hold && send_request(c, SR_MSG_PUSH, p->req, 0, p->local_step, p->seq,
+                              (const frame[2]){{p->buf, p->desc_len},
+                                               {ext ? data : p->buf + p->desc_len, len}},
+                              2) != 0) {
         p->ext = NULL;
         return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
     }
+    c->held_push = hold;
     c->npend++;
     c->npend_ext += ext != 0;
     c->pend_bytes += desc->len + len;
@@ -1091,7 +1170,7 @@ push_pipelined(sr_client *c, const char *name, const frame *f)
         count_outcome(c, SR_PUSH_STALE);
         return SR_OK;
     }
-    return pend_add(c, name, &f[0], f[1].data, f[1].len, 0);
+    return pend_add(c, name, &f[0], f[1].data, f[1].len, 0, c->hold_next && c->chain_ok);
 }
 
 /* A dense push of a partitioned variable (docs/protocol.md, Partitions):
@@ -1129,7 +1208,7 @@ push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, con
             rc = fail(c, SR_EINVAL, "push %s: cannot encode", name);
             break;
         }
-        rc = pend_add(c, name, &desc, grad + off, len, off + len < bytes);
+        rc = pend_add(c, name, &desc, grad + off, len, off + len < bytes, 0);
     }
     if (rc == SR_OK) {
         rc = wait_ext(c);
@@ -1271,6 +1350,24 @@ sr_client_step(sr_client *c)
         return rc;
     }
     return take_deferred(c);
+}
+
+int
+sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t bytes)
+{
+    int rc;
+
+    if (c == NULL) {
+        return sr_fail(SR_EINVAL, "sr_client_push_step: NULL client");
+    }
+    if (!c->ready_done) { /* before the push: nothing may stay held */
+        return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first",
+                    name != NULL ? name : "(null)");
+    }
+    c->hold_next = 1;
+    rc = sr_client_push(c, name, grad, bytes);
+    c->hold_next = 0;
+    return rc != SR_OK ? rc : sr_client_step(c);
 }
 
 int

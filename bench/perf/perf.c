@@ -648,9 +648,15 @@ maybe_close_window(const run_cfg *c, const slot *s, int64_t tok, int64_t t_ns, i
     }
 }
 
+/* --push-then-step: the workers end a round with sr_client_push and
+ * sr_client_step instead of sr_client_push_step (the push and the TOKEN
+ * request then travel as two messages; for A/B runs). */
+static int push_then_step;
+
 /* The training loop with the public API: [pull] -> push -> step per
- * iteration, until a token >= shm->stop_at.  The window starts at the first
- * token >= warm and ends at the stopping token. */
+ * iteration (the last push with sr_client_push_step), until a token >=
+ * shm->stop_at.  The window starts at the first token >= warm and ends at
+ * the stopping token. */
 static int
 sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
 {
@@ -710,16 +716,17 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
             t1 = now_ns();
         }
         s->phase = PH_PUSH;
-        for (int v = 0; v < c->nvars; v++) {
+        for (int v = 0; v < c->nvars - !push_then_step; v++) {
             var_name(v, name, sizeof(name));
             if (sr_client_push(cl, name, g, vb) != SR_OK) {
                 fail_msg(s, "push %s: %s", name, sr_client_error(cl));
                 goto out;
             }
         }
-        t2 = now_ns();
+        t2 = now_ns(); /* the step's time includes the last push unless push_then_step */
         s->phase = PH_STEP;
-        if (sr_client_step(cl) != SR_OK) {
+        var_name(c->nvars - 1, name, sizeof(name));
+        if ((push_then_step ? sr_client_step(cl) : sr_client_push_step(cl, name, g, vb)) != SR_OK) {
             fail_msg(s, "step: %s", sr_client_error(cl));
             goto out;
         }
@@ -2123,7 +2130,7 @@ usage(FILE *f)
     fprintf(f,
             "usage: perf [--syncrep PATH] [--rows 1,2,3,4,5] [--quick] [--reps N] [--kills K]\n"
             "            [--seed N] [--ingest-baseline ack|stream] [--cells TEXT]\n"
-            "            [--coord-arg ARG]... [--enforce] [--json FILE]\n"
+            "            [--coord-arg ARG]... [--push-then-step] [--enforce] [--json FILE]\n"
             "  --syncrep PATH   the syncrep binary (default: this build's, %s)\n"
             "  --rows LIST      rows to run (default all): 1 ingest, 2 small-model step rate,\n"
             "                   3 durable commit, 4 recovery, 5 memory\n"
@@ -2138,6 +2145,8 @@ usage(FILE *f)
             "                   (e.g. --cells 'W=4 S=1MiB')\n"
             "  --coord-arg ARG  append ARG to every coordinator command line (repeatable;\n"
             "                   e.g. --coord-arg --nonfinite --coord-arg allow)\n"
+            "  --push-then-step the workers end a round with sr_client_push + sr_client_step\n"
+            "                   (two messages) instead of sr_client_push_step (one)\n"
             "  --enforce        exit 3 when a target is missed (default: reported only)\n"
             "  --json FILE      also write the results as JSON\n"
             "Exit: 0, 1 on a wrong value or a failed process, 2 usage, 3 (--enforce) a miss.\n",
@@ -2236,6 +2245,8 @@ main(int argc, char **argv)
             b.ingest_stream = strcmp(v, "stream") == 0;
         } else if (strcmp(a, "--cells") == 0 && has) {
             b.filter = argv[++i];
+        } else if (strcmp(a, "--push-then-step") == 0) {
+            push_then_step = 1;
         } else if (strcmp(a, "--enforce") == 0) {
             b.enforce = 1;
         } else if (strcmp(a, "--json") == 0 && has) {

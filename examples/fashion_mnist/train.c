@@ -476,17 +476,23 @@ pull_all(trainer *t)
     return 0;
 }
 
+/* Push every gradient and take the next token; the last push goes with the
+ * token request (sr_client_push_step: one message for a small one). */
 static int
-push_all(trainer *t)
+push_and_step(trainer *t)
 {
-    for (int k = 0; k < EX_MLP_NPARAMS; k++) {
-        int rc = sr_client_push(t->c, ex_mlp_param_name(k), ex_mlp_param(&t->grads, k),
-                                ex_mlp_param_count(&t->dims, k) * sizeof(float));
+    int k, rc;
+
+    for (k = 0; k < EX_MLP_NPARAMS - 1; k++) {
+        rc = sr_client_push(t->c, ex_mlp_param_name(k), ex_mlp_param(&t->grads, k),
+                            ex_mlp_param_count(&t->dims, k) * sizeof(float));
         if (rc != 0) {
             return client_fail(t, "push", rc);
         }
     }
-    return 0;
+    rc = sr_client_push_step(t->c, ex_mlp_param_name(k), ex_mlp_param(&t->grads, k),
+                             ex_mlp_param_count(&t->dims, k) * sizeof(float));
+    return rc != 0 ? client_fail(t, "push and step", rc) : 0;
 }
 
 /* Test-set accuracy of the current parameters. */
@@ -656,11 +662,8 @@ train(trainer *t)
         }
         p.loss += loss;
         p.nloss++;
-        if ((rc = push_all(t)) != 0) {
+        if ((rc = push_and_step(t)) != 0) {
             return rc;
-        }
-        if ((rc = sr_client_step(t->c)) != 0) {
-            return client_fail(t, "step", rc);
         }
         if (sr_client_local_step(t->c) >= next_log) {
             progress_line(t, &p, sr_client_local_step(t->c));

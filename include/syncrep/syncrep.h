@@ -14,6 +14,9 @@
  *         sr_client_step(c);       wait for a token: the barrier
  *     }
  *
+ * (or, for the last push of a round, sr_client_push_step: the push and the
+ * token request in one message.)
+ *
  * Every call returns 0 or a negative SR_E... code (syncrep/error.h);
  * sr_client_error() gives the last failure's text.  One client belongs to
  * one thread at a time; many clients per process are fine.  Coordinator
@@ -132,6 +135,15 @@ int sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const in
  * variables with the token when the model is small (coordinator option
  * --piggyback-max-kib), and this round's pulls are served from them. */
 int sr_client_step(sr_client *c);
+
+/* sr_client_push, then sr_client_step, for a training loop's last push of
+ * a round: a push that is pipelined (see sr_client_push) leaves in the same
+ * message as the TOKEN request, and its answer comes back in the TOKEN
+ * reply's message, so a small model's step is one message each way
+ * (docs/protocol.md, Chains).  A refused push (argument, name, size, as
+ * sr_client_push) returns its error and takes no step; a refusal by the
+ * coordinator is returned like a pipelined push's, by this call. */
+int sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t bytes);
 
 /* The local step (no I/O). */
 int64_t sr_client_local_step(const sr_client *c);

@@ -737,6 +737,190 @@ test_protocol_push_answer_held_for_the_token_not_longer(void **state)
     sr_harness_fini(&h);
 }
 
+/* ---- chains: several requests in one message, their replies in one ----- */
+
+/* One whole message as it came: each frame copied (at most 8 of 512 bytes). */
+typedef struct {
+    int     n;
+    size_t  len[8];
+    uint8_t data[8][512];
+} whole_msg;
+
+static void
+recv_whole(raw *r, whole_msg *m)
+{
+    zmq_pollitem_t it = {r->sock, 0, ZMQ_POLLIN, 0};
+    int            more = 1;
+    size_t         sz = sizeof(more);
+
+    assert_int_equal(zmq_poll(&it, 1, 10000), 1);
+    m->n = 0;
+    while (more) {
+        assert_true(m->n < 8);
+        int k = zmq_recv(r->sock, m->data[m->n], sizeof(m->data[0]), 0);
+        assert_true(k >= 0 && k <= (int)sizeof(m->data[0]));
+        m->len[m->n++] = (size_t)k;
+        zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &sz);
+    }
+}
+
+/* Header frame `i` of m: decoded, of this type (a reply), flags, status. */
+static sr_wire_header
+whole_hdr(const whole_msg *m, int i, int type, uint16_t flags, int status)
+{
+    sr_wire_header h;
+    assert_true(i < m->n);
+    assert_sr_ok(sr_wire_header_decode(m->data[i], m->len[i], &h));
+    assert_int_equal(h.type, type | SR_WIRE_REPLY);
+    assert_int_equal(h.flags, flags);
+    assert_int_equal(h.status, status);
+    return h;
+}
+
+/* A header frame of a request from r (not sent). */
+static size_t
+raw_hdr(raw *r, uint8_t *hb, int type, uint16_t flags, int64_t local_step, uint64_t seq)
+{
+    sr_wire_header h;
+    memset(&h, 0, sizeof(h));
+    h.type = (uint8_t)type;
+    h.flags = flags;
+    h.request_id = ++r->req;
+    h.incarnation = r->incarnation;
+    h.client_id = r->client_id;
+    h.task_index = 1;
+    h.local_step = local_step;
+    h.seq = seq;
+    sr_wire_header_encode(&h, hb);
+    return SR_WIRE_HEADER_BYTES;
+}
+
+/* x's gradient g as PUSH frames (header flagged `flags`, pushdesc, data). */
+static void
+push_frames(raw *r, uint8_t *hb, uint8_t *pd, const double *g, uint16_t flags, int64_t step,
+            uint64_t seq, const void **f, size_t *len)
+{
+    sr_wire_pushdesc p;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.name, sizeof(p.name), "x");
+    p.dtype = SR_FLOAT64;
+    p.count = sizeof(*g);
+    f[0] = hb;
+    len[0] = raw_hdr(r, hb, SR_MSG_PUSH, flags, step, seq);
+    f[1] = pd;
+    len[1] = sr_wire_pushdesc_encode(&p, pd, SR_WIRE_BODY_MAX);
+    f[2] = g;
+    len[2] = sizeof(*g);
+}
+
+/* A PUSH flagged SR_WIRE_F_CHAIN and a TOKEN request in one message: one
+ * message back, the push's answer (flagged) then the token.  Chains the
+ * coordinator must refuse are answered with SR_EPROTO and change nothing:
+ * the flag on a TOKEN, and a flagged PUSH with nothing after it. */
+static void
+test_protocol_chain_push_and_token_one_message_each_way(void **state)
+{
+    sr_harness       h;
+    sr_client       *chief = setup(&h, "chain", "1");
+    raw              r;
+    const double     g = 2.0;
+    uint8_t          hb[2][SR_WIRE_HEADER_BYTES], pd[SR_WIRE_BODY_MAX];
+    const void      *f[4];
+    size_t           len[4];
+    whole_msg        m;
+    sr_wire_push_rep pr;
+    sr_wire_header   th;
+    int64_t          gs;
+    char             out[8192];
+    (void)state;
+
+    raw_open(&r, h.endpoint, 0x5555);
+    raw_hello(&r, 1);
+    assert_int_equal(r.rh.flags & SR_WIRE_F_CHAIN, SR_WIRE_F_CHAIN); /* takes chains */
+    raw_send(&r, SR_MSG_TOKEN, 1, 0, 0, NULL, NULL, 0);
+    expect_reply(&r, SR_MSG_TOKEN, 10000);
+    assert_int_equal(r.rh.local_step, 0); /* the init token (R = 1) */
+
+    for (int64_t step = 0; step < 2; step++) {
+        push_frames(&r, hb[0], pd, &g, SR_WIRE_F_CHAIN, step, (uint64_t)step + 1, f, len);
+        f[3] = hb[1];
+        len[3] = raw_hdr(&r, hb[1], SR_MSG_TOKEN, 0, step, 0);
+        raw_send_frames(&r, f, len, 4);
+        recv_whole(&r, &m);
+        assert_int_equal(m.n, 3);
+        whole_hdr(&m, 0, SR_MSG_PUSH, SR_WIRE_F_CHAIN, SR_OK);
+        assert_sr_ok(sr_wire_push_rep_decode(m.data[1], m.len[1], &pr));
+        assert_int_equal(pr.outcome, SR_PUSH_ACCEPTED);
+        th = whole_hdr(&m, 2, SR_MSG_TOKEN, 0, SR_OK);
+        assert_int_equal(th.local_step, step + 1); /* R = 1: the push made the step */
+    }
+    assert_true(pull_x(chief) == 10.0 - 2 * 2.0);
+    assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "\"rejected\":0,\"chained\":4}")); /* task 1: 2 x 2 */
+
+    /* The flag on a TOKEN: refused, the push behind it not handled. */
+    f[0] = hb[1];
+    len[0] = raw_hdr(&r, hb[1], SR_MSG_TOKEN, SR_WIRE_F_CHAIN, 2, 0);
+    push_frames(&r, hb[0], pd, &g, 0, 2, 3, &f[1], &len[1]);
+    raw_send_frames(&r, f, len, 4);
+    recv_whole(&r, &m);
+    assert_int_equal(m.n, 2); /* header, error text */
+    whole_hdr(&m, 0, SR_MSG_TOKEN, 0, SR_EPROTO);
+    /* A flagged PUSH with nothing after it: refused, not counted. */
+    push_frames(&r, hb[0], pd, &g, SR_WIRE_F_CHAIN, 2, 4, f, len);
+    raw_send_frames(&r, f, len, 3);
+    recv_whole(&r, &m);
+    whole_hdr(&m, 0, SR_MSG_PUSH, 0, SR_EPROTO);
+    assert_non_null(memmem(m.data[1], m.len[1], "chained", 7));
+    assert_sr_ok(sr_client_global_step(chief, &gs));
+    assert_int_equal(gs, 2); /* R = 1: either push would have made step 3 */
+    assert_true(pull_x(chief) == 10.0 - 2 * 2.0);
+    raw_close(&r);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
+/* sr_client_push_step: the push and the token in one call (one message
+ * each way: the coordinator counts the chained requests); a push refused
+ * before it is sent takes no step. */
+static void
+test_protocol_push_step_pushes_and_steps(void **state)
+{
+    sr_harness      h;
+    sr_client      *chief = setup(&h, "pushstep", "1");
+    const double    g = 1.0;
+    sr_client_stats s;
+    char            out[8192];
+    (void)state;
+
+    assert_sr_ok(sr_client_step(chief)); /* the init token: local step 0 */
+    for (int i = 1; i <= 3; i++) {
+        assert_sr_ok(sr_client_push_step(chief, "x", &g, sizeof(g)));
+        assert_int_equal(sr_client_local_step(chief), i);
+    }
+    assert_true(pull_x(chief) == 10.0 - 3 * 1.0);
+    assert_sr_ok(sr_client_stats_get(chief, &s));
+    assert_int_equal(s.accepted, 3);
+    assert_int_equal(s.pushes, 3);
+    assert_int_equal(s.resends, 0);
+    assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "\"chained\":6}")); /* 3 x (PUSH + TOKEN) */
+    /* Refused by the client (wrong size) or by the coordinator before any
+     * token (no such variable): an error, and no step. */
+    assert_sr_err(sr_client_push_step(chief, "x", &g, 4), SR_EINVAL);
+    assert_sr_err(sr_client_push_step(chief, "nope", &g, sizeof(g)), SR_ENOENT);
+    assert_int_equal(sr_client_local_step(chief), 3);
+    /* Still in step with push + step afterwards. */
+    assert_sr_ok(sr_client_push(chief, "x", &g, sizeof(g)));
+    assert_sr_ok(sr_client_step(chief));
+    assert_int_equal(sr_client_local_step(chief), 4);
+    assert_true(pull_x(chief) == 10.0 - 4 * 1.0);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 /* A pull reply is sent from the value's memory while the next step is
  * applied: the reply must carry the value as it was, bit for bit, and the
  * buffers must go round correctly afterwards.  The raw peer reads nothing
@@ -937,6 +1121,8 @@ main(void)
         cmocka_unit_test(test_protocol_pull_in_flight_keeps_the_old_value),
         cmocka_unit_test(test_protocol_push_answer_held_for_the_token_not_longer),
         cmocka_unit_test(test_protocol_unread_pulls_hold_at_most_four_values),
+        cmocka_unit_test(test_protocol_chain_push_and_token_one_message_each_way),
+        cmocka_unit_test(test_protocol_push_step_pushes_and_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
