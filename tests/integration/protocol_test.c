@@ -544,6 +544,7 @@ test_protocol_status_reports_workers_and_counts(void **state)
 typedef struct {
     sr_client *c;
     int        rc;
+    int        chain; /* ends each round with sr_client_push_step */
 } honest;
 
 static const double hx_target[HX_N] = {1.0, -2.0, 0.5, 3.0};
@@ -562,12 +563,66 @@ honest_loop(void *arg)
         for (int i = 0; i < HX_N; i++) {
             g[i] = x[i] - hx_target[i];
         }
+        if (w->chain) {
+            w->rc = sr_client_push_step(w->c, "x", g, sizeof(g));
+            continue;
+        }
         if ((w->rc = sr_client_push(w->c, "x", g, sizeof(g))) != 0) {
             break;
         }
         w->rc = sr_client_step(w->c);
     }
     return NULL;
+}
+
+/* n wrong PUSHes of x (float32 for float64) chained in one message, then
+ * `last` (a header only, unflagged), or nothing if last is 0: every one is
+ * refused, whatever the chain. */
+static void
+bad_chain(raw *r, int n, int last)
+{
+    const float      f32[HX_N] = {1, 1, 1, 1};
+    sr_wire_pushdesc pd;
+    uint8_t          pdb[SR_WIRE_BODY_MAX], hb[16][SR_WIRE_HEADER_BYTES];
+    const void      *f[64];
+    size_t           len[64];
+    int              k = 0;
+
+    memset(&pd, 0, sizeof(pd));
+    snprintf(pd.name, sizeof(pd.name), "x");
+    pd.dtype = SR_FLOAT32;
+    pd.count = sizeof(f32);
+    for (int i = 0; i < n && i < 15; i++) {
+        sr_wire_header h;
+        memset(&h, 0, sizeof(h));
+        h.type = SR_MSG_PUSH;
+        h.flags = SR_WIRE_F_CHAIN;
+        h.request_id = ++r->req;
+        h.incarnation = r->incarnation;
+        h.client_id = r->client_id;
+        h.task_index = 1;
+        sr_wire_header_encode(&h, hb[i]);
+        f[k] = hb[i];
+        len[k++] = sizeof(hb[i]);
+        f[k] = pdb;
+        len[k++] = sr_wire_pushdesc_encode(&pd, pdb, sizeof(pdb));
+        f[k] = f32;
+        len[k++] = sizeof(f32);
+    }
+    if (last != 0) {
+        sr_wire_header h;
+        memset(&h, 0, sizeof(h));
+        h.type = (uint8_t)last;
+        h.flags = last == SR_MSG_PING ? SR_WIRE_F_CHAIN : 0; /* a flagged PING: refused */
+        h.request_id = ++r->req;
+        h.incarnation = r->incarnation;
+        h.client_id = r->client_id;
+        h.task_index = 1;
+        sr_wire_header_encode(&h, hb[15]);
+        f[k] = hb[15];
+        len[k++] = sizeof(hb[15]);
+    }
+    raw_send_frames(r, f, len, k);
 }
 
 typedef struct {
@@ -612,7 +667,10 @@ hostile_loop(void *arg)
         r.incarnation += 1000;
         raw_push(&r, 1, "x", SR_FLOAT64, row, sizeof(row), 0, 0); /* another incarnation */
         r.incarnation -= 1000;
-        h->sent += 9;
+        bad_chain(&r, 2, SR_MSG_PING);  /* two wrong pushes, then a flagged PING */
+        bad_chain(&r, 1, 0);            /* a flagged push with nothing after it */
+        bad_chain(&r, 11, SR_MSG_PING); /* 35 frames: too many */
+        h->sent += 12;
         /* drain the answers so the socket never blocks */
         while (raw_recv(&r, 0) == 0) {
         }
@@ -638,6 +696,7 @@ test_protocol_hostile_client_during_training_changes_nothing(void **state)
     sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.25", NULL);
     for (int i = 0; i < 2; i++) {
         w[i].rc = 0;
+        w[i].chain = i == 1;
         w[i].c = sr_harness_client(&h, i);
         assert_sr_ok(sr_client_declare(w[i].c, "x", SR_FLOAT64, 1, shape, i == 0 ? x0 : NULL));
         if (i == 0) {
