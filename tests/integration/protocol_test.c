@@ -59,17 +59,15 @@ raw_send_frames(raw *r, const void *const *f, const size_t *len, int n)
     }
 }
 
-static void
-raw_send(raw *r, int type, int task, int64_t local_step, uint64_t seq, const void *const *body,
-         const size_t *blen, int nbody)
+/* A header frame of a request from r, task 1 unless given (not sent). */
+static size_t
+raw_hdr_task(raw *r, uint8_t *hb, int type, int task, uint16_t flags, int64_t local_step,
+             uint64_t seq)
 {
     sr_wire_header h;
-    uint8_t        hb[SR_WIRE_HEADER_BYTES];
-    const void    *f[4];
-    size_t         len[4];
-
     memset(&h, 0, sizeof(h));
     h.type = (uint8_t)type;
+    h.flags = flags;
     h.request_id = ++r->req;
     h.incarnation = r->incarnation;
     h.client_id = r->client_id;
@@ -77,6 +75,24 @@ raw_send(raw *r, int type, int task, int64_t local_step, uint64_t seq, const voi
     h.local_step = local_step;
     h.seq = seq;
     sr_wire_header_encode(&h, hb);
+    return SR_WIRE_HEADER_BYTES;
+}
+
+static size_t
+raw_hdr(raw *r, uint8_t *hb, int type, uint16_t flags, int64_t local_step, uint64_t seq)
+{
+    return raw_hdr_task(r, hb, type, 1, flags, local_step, seq);
+}
+
+static void
+raw_send(raw *r, int type, int task, int64_t local_step, uint64_t seq, const void *const *body,
+         const size_t *blen, int nbody)
+{
+    uint8_t     hb[SR_WIRE_HEADER_BYTES];
+    const void *f[4];
+    size_t      len[4];
+
+    raw_hdr_task(r, hb, type, task, 0, local_step, seq);
     f[0] = hb;
     len[0] = sizeof(hb);
     for (int i = 0; i < nbody; i++) {
@@ -593,34 +609,16 @@ bad_chain(raw *r, int n, int last)
     pd.dtype = SR_FLOAT32;
     pd.count = sizeof(f32);
     for (int i = 0; i < n && i < 15; i++) {
-        sr_wire_header h;
-        memset(&h, 0, sizeof(h));
-        h.type = SR_MSG_PUSH;
-        h.flags = SR_WIRE_F_CHAIN;
-        h.request_id = ++r->req;
-        h.incarnation = r->incarnation;
-        h.client_id = r->client_id;
-        h.task_index = 1;
-        sr_wire_header_encode(&h, hb[i]);
         f[k] = hb[i];
-        len[k++] = sizeof(hb[i]);
+        len[k++] = raw_hdr(r, hb[i], SR_MSG_PUSH, SR_WIRE_F_CHAIN, 0, 0);
         f[k] = pdb;
         len[k++] = sr_wire_pushdesc_encode(&pd, pdb, sizeof(pdb));
         f[k] = f32;
         len[k++] = sizeof(f32);
     }
-    if (last != 0) {
-        sr_wire_header h;
-        memset(&h, 0, sizeof(h));
-        h.type = (uint8_t)last;
-        h.flags = last == SR_MSG_PING ? SR_WIRE_F_CHAIN : 0; /* a flagged PING: refused */
-        h.request_id = ++r->req;
-        h.incarnation = r->incarnation;
-        h.client_id = r->client_id;
-        h.task_index = 1;
-        sr_wire_header_encode(&h, hb[15]);
+    if (last != 0) { /* a flagged PING: refused */
         f[k] = hb[15];
-        len[k++] = sizeof(hb[15]);
+        len[k++] = raw_hdr(r, hb[15], last, last == SR_MSG_PING ? SR_WIRE_F_CHAIN : 0, 0, 0);
     }
     raw_send_frames(r, f, len, k);
 }
@@ -834,24 +832,6 @@ whole_hdr(const whole_msg *m, int i, int type, uint16_t flags, int status)
     assert_int_equal(h.flags, flags);
     assert_int_equal(h.status, status);
     return h;
-}
-
-/* A header frame of a request from r (not sent). */
-static size_t
-raw_hdr(raw *r, uint8_t *hb, int type, uint16_t flags, int64_t local_step, uint64_t seq)
-{
-    sr_wire_header h;
-    memset(&h, 0, sizeof(h));
-    h.type = (uint8_t)type;
-    h.flags = flags;
-    h.request_id = ++r->req;
-    h.incarnation = r->incarnation;
-    h.client_id = r->client_id;
-    h.task_index = 1;
-    h.local_step = local_step;
-    h.seq = seq;
-    sr_wire_header_encode(&h, hb);
-    return SR_WIRE_HEADER_BYTES;
 }
 
 /* x's gradient g as PUSH frames (header flagged `flags`, pushdesc, data). */
