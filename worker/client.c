@@ -258,6 +258,15 @@ send_msg(sr_client *c, int type, uint64_t req_id, uint16_t flags, uint64_t incar
                        extra_flags(type, flags));
 }
 
+/* A push's frames: its descriptor, and its gradient (copied, or the
+ * caller's). */
+static void
+pend_frames(const struct pend *p, frame f[2])
+{
+    f[0] = (frame){p->buf, p->desc_len};
+    f[1] = (frame){p->ext ? p->ext : p->buf + p->desc_len, p->data_len};
+}
+
 /* A new request, behind the held-back push if there is one: both in one
  * message, the push flagged SR_WIRE_F_CHAIN. */
 static int
@@ -266,7 +275,8 @@ send_request(sr_client *c, int type, uint64_t req_id, uint16_t flags, int64_t lo
 {
     if (c->held_push) {
         const struct pend *p = &c->pend[c->npend - 1];
-        frame              pf[2] = {{p->buf, p->desc_len}, {p->buf + p->desc_len, p->data_len}};
+        frame              pf[2];
+        pend_frames(p, pf);
         c->held_push = 0;
         if (send_frames(c, SR_MSG_PUSH, p->req, SR_WIRE_F_CHAIN, c->incarnation, p->local_step,
                         p->seq, pf, 2, 1, extra_flags(type, flags)) != 0) {
@@ -391,7 +401,8 @@ pend_remove(sr_client *c, int i)
 static int
 pend_send(sr_client *c, const struct pend *p, uint16_t flags)
 {
-    frame f[2] = {{p->buf, p->desc_len}, {p->ext ? p->ext : p->buf + p->desc_len, p->data_len}};
+    frame f[2];
+    pend_frames(p, f);
     return send_msg(c, SR_MSG_PUSH, p->req, flags, c->incarnation, p->local_step, p->seq, f, 2);
 }
 
@@ -1139,10 +1150,9 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
             return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
         }
     }
-    if (!hold && send_request(c, SR_MSG_PUSH, p->req, 0, p->local_step, p->seq,
-                              (const frame[2]){{p->buf, p->desc_len},
-                                               {ext ? data : p->buf + p->desc_len, len}},
-                              2) != 0) {
+    frame pf[2];
+    pend_frames(p, pf);
+    if (!hold && send_request(c, SR_MSG_PUSH, p->req, 0, p->local_step, p->seq, pf, 2) != 0) {
         p->ext = NULL;
         return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
     }
@@ -1157,11 +1167,15 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
  * enough to copy: sent without waiting for its answer, which the next
  * blocking call (the step, normally) takes on the way, so that push and
  * token request share one round trip.  Exactly-once and resends work as
- * for any push (the copy is what is re-sent). */
+ * for any push (the copy is what is re-sent).  In sr_client_push_step the
+ * push is held for the token request of the same call and sent from the
+ * caller's buffer, whatever its size: the call waits for its answer. */
 static int
 push_pipelined(sr_client *c, const char *name, const frame *f)
 {
-    int rc = wait_room(c, f[0].len + f[1].len, PIPE_MAX_BYTES);
+    int    held = c->hold_next && c->chain_ok;
+    size_t need = f[0].len + f[1].len;
+    int    rc = wait_room(c, need, held && need > PIPE_MAX_BYTES ? need : PIPE_MAX_BYTES);
 
     if (rc != SR_OK) {
         return rc;
@@ -1170,7 +1184,19 @@ push_pipelined(sr_client *c, const char *name, const frame *f)
         count_outcome(c, SR_PUSH_STALE);
         return SR_OK;
     }
-    return pend_add(c, name, &f[0], f[1].data, f[1].len, 0, c->hold_next && c->chain_ok);
+    return pend_add(c, name, &f[0], f[1].data, f[1].len, held, held);
+}
+
+/* Pushes sent from a caller's buffer that a failed call leaves unanswered:
+ * never re-sent (the buffer is the caller's again). */
+static void
+drop_ext(sr_client *c)
+{
+    for (int i = c->npend - 1; i >= 0; i--) {
+        if (c->pend[i].ext != NULL) {
+            pend_remove(c, i);
+        }
+    }
 }
 
 /* A dense push of a partitioned variable (docs/protocol.md, Partitions):
@@ -1213,11 +1239,7 @@ push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, con
     if (rc == SR_OK) {
         rc = wait_ext(c);
     }
-    for (int i = c->npend - 1; i >= 0; i--) {
-        if (c->pend[i].ext != NULL) { /* failed before its answer: never re-sent */
-            pend_remove(c, i);
-        }
-    }
+    drop_ext(c);
     return rc != SR_OK ? rc : take_deferred(c);
 }
 
@@ -1279,7 +1301,7 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
             return push_partitioned(c, name, &p, grad, bytes,
                                     (size_t)(l.part_rows * (bytes / l.rows)));
         }
-        if (bytes <= PIPE_PUSH_MAX) {
+        if (bytes <= PIPE_PUSH_MAX || (c->hold_next && c->chain_ok)) {
             return push_pipelined(c, name, f);
         }
     }
@@ -1367,7 +1389,11 @@ sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t byt
     c->hold_next = 1;
     rc = sr_client_push(c, name, grad, bytes);
     c->hold_next = 0;
-    return rc != SR_OK ? rc : sr_client_step(c);
+    if (rc == SR_OK) {
+        rc = sr_client_step(c); /* takes the push's answer, or fails */
+    }
+    drop_ext(c);
+    return rc;
 }
 
 int

@@ -137,12 +137,16 @@ int sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const in
 int sr_client_step(sr_client *c);
 
 /* sr_client_push, then sr_client_step, for a training loop's last push of
- * a round: a push that is pipelined (see sr_client_push) leaves in the same
- * message as the TOKEN request, and its answer comes back in the TOKEN
- * reply's message, so a small model's step is one message each way
- * (docs/protocol.md, Chains).  A refused push (argument, name, size, as
+ * a round: a dense push of a variable this client declared that is not
+ * split into partitions (whatever its size) leaves in the same message as
+ * the TOKEN request, sent from `grad` without a copy, and its answer comes
+ * back in the TOKEN reply's message, so a small model's step is one message
+ * each way (docs/protocol.md, Chains).  Any other push goes as
+ * sr_client_push sends it.  A push refused here (argument, name, size, as
  * sr_client_push) returns its error and takes no step; a refusal by the
- * coordinator is returned like a pipelined push's, by this call. */
+ * coordinator is returned by this call, after the step.  If the step fails
+ * (SR_ETIMEDOUT ...), an unanswered push from `grad` is forgotten, never
+ * re-sent. */
 int sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t bytes);
 
 /* The local step (no I/O). */

@@ -960,6 +960,61 @@ test_protocol_push_step_pushes_and_steps(void **state)
     sr_harness_fini(&h);
 }
 
+/* sr_client_push_step sends a push bigger than a pipelined one (1 MiB) but
+ * of one partition from the caller's buffer, in the token request's
+ * message.  When the step fails (the coordinator gone), that push is
+ * forgotten: never re-sent from a buffer the caller may have freed (under
+ * AddressSanitizer a re-send would read freed memory; without, the flush
+ * below would wait and time out). */
+static void
+test_protocol_push_step_sends_from_the_callers_buffer(void **state)
+{
+    enum { N = 3 << 16 }; /* 1.5 MiB of float64: one partition (2 MiB) */
+    sr_harness        h;
+    sr_client        *c;
+    sr_client_options o;
+    const int64_t     shape[1] = {N};
+    double           *w = calloc(N, sizeof(double)), *g = malloc(N * sizeof(double));
+    sr_client_stats   s;
+    char              out[8192];
+    (void)state;
+
+    assert_non_null(w);
+    assert_non_null(g);
+    sr_harness_init(&h, "pushstep2");
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", NULL);
+    memset(&o, 0, sizeof(o));
+    o.endpoint = h.endpoint;
+    o.timeout_ms = 1000;
+    assert_sr_ok(sr_client_open(&c, &o));
+    assert_sr_ok(sr_client_declare(c, "w", SR_FLOAT64, 1, shape, w));
+    assert_sr_ok(sr_client_ready(c));
+    assert_sr_ok(sr_client_step(c)); /* the init token */
+    for (int i = 0; i < N; i++) {
+        g[i] = (double)i;
+    }
+    assert_sr_ok(sr_client_push_step(c, "w", g, N * sizeof(double)));
+    assert_int_equal(sr_client_local_step(c), 1);
+    assert_sr_ok(sr_client_pull(c, "w", w, N * sizeof(double)));
+    for (int i = 0; i < N; i++) {
+        if (w[i] != -(double)i) {
+            fail_msg("w[%d] = %g, want %g", i, w[i], -(double)i);
+        }
+    }
+    assert_sr_ok(sr_client_stats_get(c, &s));
+    assert_int_equal(s.accepted, 1);
+    assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "\"chained\":2}")); /* the 1.5 MiB PUSH and the TOKEN */
+
+    assert_int_equal(sr_harness_stop(&h), 0);
+    assert_sr_err(sr_client_push_step(c, "w", g, N * sizeof(double)), SR_ETIMEDOUT);
+    free(g);
+    assert_sr_ok(sr_client_flush(c)); /* nothing left to re-send */
+    sr_client_close(c);
+    free(w);
+    sr_harness_fini(&h);
+}
+
 /* A pull reply is sent from the value's memory while the next step is
  * applied: the reply must carry the value as it was, bit for bit, and the
  * buffers must go round correctly afterwards.  The raw peer reads nothing
@@ -1162,6 +1217,7 @@ main(void)
         cmocka_unit_test(test_protocol_unread_pulls_hold_at_most_four_values),
         cmocka_unit_test(test_protocol_chain_push_and_token_one_message_each_way),
         cmocka_unit_test(test_protocol_push_step_pushes_and_steps),
+        cmocka_unit_test(test_protocol_push_step_sends_from_the_callers_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
