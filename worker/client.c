@@ -114,8 +114,8 @@ struct sr_client {
     sr_client_stats stats;
     char            err[1024];
     /* Chains (docs/protocol.md): the coordinator takes them (HELLO);
-     * sr_client_push_step holds its pipelined push back, unsent, for the
-     * TOKEN request, which it then precedes in one message; replies after a
+     * sr_client_push_step holds its push back, unsent, for the TOKEN
+     * request, which it then precedes in one message; replies after a
      * chained answer are still to be read from the current message. */
     int chain_ok;
     int hold_next; /* inside sr_client_push_step */
