@@ -430,19 +430,19 @@ send_hdr(coord *c, const sr_wire_header *req, int status, int64_t local_step, ui
 /* The routing id and the reply header. */
 static int
 send_head(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req, int status,
-          int64_t local_step, int more)
+          int64_t local_step, uint16_t flags, int more)
 {
     if (zmq_send(c->sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         return -1;
     }
-    return send_hdr(c, req, status, local_step, 0, more);
+    return send_hdr(c, req, status, local_step, flags, more);
 }
 
 static int
 send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req, int status,
            int64_t local_step, const frame *frames, int nframes)
 {
-    if (send_head(c, rid, rid_len, req, status, local_step, nframes > 0) != 0) {
+    if (send_head(c, rid, rid_len, req, status, local_step, 0, nframes > 0) != 0) {
         return -1;
     }
     for (int i = 0; i < nframes; i++) {
@@ -1317,7 +1317,7 @@ send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want)
         }
     } else {
         flush_held(c, cl);
-        if (send_head(c, cl->rid, cl->rid_len, &h, SR_OK, token, vars) != 0) {
+        if (send_head(c, cl->rid, cl->rid_len, &h, SR_OK, token, 0, vars) != 0) {
             return -1;
         }
     }
@@ -1407,8 +1407,7 @@ handle_hello(coord *c, req_ctx *r)
 
     touch_worker(c, r->h.task_index, c->model_ready ? c->global_step : -1);
     /* Flagged: this coordinator accepts chains (docs/protocol.md). */
-    if (zmq_send(c->sock, r->rid, r->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-        send_hdr(c, &r->h, SR_OK, c->global_step, SR_WIRE_F_CHAIN, 1) == 0) {
+    if (send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, SR_WIRE_F_CHAIN, 1) == 0) {
         zmq_send(c->sock, f.data, f.len, 0);
     }
 }
@@ -1612,7 +1611,7 @@ send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v)
                   v->meta.name, PULLS_IN_FLIGHT);
         return;
     }
-    if (send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 1) == 0 &&
+    if (send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 0, 1) == 0 &&
         zmq_send(c->sock, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
         send_value_frame(c, v, 1, slot);
     }
@@ -2071,10 +2070,11 @@ oversized(const coord *c, zmq_msg_t *body, int n)
     return 0;
 }
 
-/* One request: its header frame hb[0] and n - 1 body frames, from the peer
+/* One request with header h (decoded) and nbody body frames, from the peer
  * `rid`; `chained`: it came in a chain (the client reads chained replies). */
 static void
-dispatch_one(coord *c, zmq_msg_t *rid, zmq_msg_t *hb, int n, int chained)
+dispatch_one(coord *c, zmq_msg_t *rid, const sr_wire_header *h, zmq_msg_t *body, int nbody,
+             int chained)
 {
     req_ctx r;
     int     type;
@@ -2082,12 +2082,9 @@ dispatch_one(coord *c, zmq_msg_t *rid, zmq_msg_t *hb, int n, int chained)
     memset(&r, 0, sizeof(r));
     r.rid = zmq_msg_data(rid);
     r.rid_len = zmq_msg_size(rid);
-    if (sr_wire_header_decode(zmq_msg_data(&hb[0]), zmq_msg_size(&hb[0]), &r.h) != SR_OK) {
-        count_malformed(c, sr_errdetail());
-        return; /* nothing trustworthy to reply to */
-    }
-    r.body = &hb[1];
-    r.nbody = n - 1;
+    r.h = *h;
+    r.body = body;
+    r.nbody = nbody;
     type = r.h.type;
     if (type & SR_WIRE_REPLY) {
         count_malformed(c, "a reply sent to the coordinator");
@@ -2184,9 +2181,12 @@ dispatch(coord *c, zmq_msg_t *parts, int nparts)
         sr_wire_header h;
         int            n = nparts - at;
 
-        if (sr_wire_header_decode(zmq_msg_data(&parts[at]), zmq_msg_size(&parts[at]), &h) ==
-                SR_OK &&
-            (h.flags & SR_WIRE_F_CHAIN) && !(h.type & SR_WIRE_REPLY)) {
+        if (sr_wire_header_decode(zmq_msg_data(&parts[at]), zmq_msg_size(&parts[at]), &h) !=
+            SR_OK) {
+            count_malformed(c, sr_errdetail());
+            return; /* nothing trustworthy to reply to */
+        }
+        if ((h.flags & SR_WIRE_F_CHAIN) && !(h.type & SR_WIRE_REPLY)) {
             if (h.type != SR_MSG_PUSH || n < 4) {
                 count_malformed(c, "bad chain");
                 send_error(c, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &h, SR_EPROTO,
@@ -2196,7 +2196,7 @@ dispatch(coord *c, zmq_msg_t *parts, int nparts)
             }
             n = 3;
         }
-        dispatch_one(c, &parts[0], &parts[at], n, at > 1 || at + n < nparts);
+        dispatch_one(c, &parts[0], &h, &parts[at + 1], n - 1, at > 1 || at + n < nparts);
         at += n;
         if (at >= nparts) {
             return;

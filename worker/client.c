@@ -118,7 +118,7 @@ struct sr_client {
      * request, which it then precedes in one message; replies after a
      * chained answer are still to be read from the current message. */
     int chain_ok;
-    int hold_next; /* inside sr_client_push_step */
+    int hold_next; /* inside sr_client_push_step, to a coordinator taking chains */
     int held_push; /* pend[npend - 1] is not sent yet */
     int chain_more;
 };
@@ -1152,11 +1152,13 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
             return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
         }
     }
-    frame pf[2];
-    pend_frames(p, pf);
-    if (!hold && send_request(c, SR_MSG_PUSH, p->req, 0, p->local_step, p->seq, pf, 2) != 0) {
-        p->ext = NULL;
-        return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
+    if (!hold) {
+        frame pf[2];
+        pend_frames(p, pf);
+        if (send_request(c, SR_MSG_PUSH, p->req, 0, p->local_step, p->seq, pf, 2) != 0) {
+            p->ext = NULL;
+            return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
+        }
     }
     c->held_push = hold;
     c->npend++;
@@ -1175,7 +1177,7 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
 static int
 push_pipelined(sr_client *c, const char *name, const frame *f)
 {
-    int    held = c->hold_next && c->chain_ok;
+    int    held = c->hold_next;
     size_t need = f[0].len + f[1].len;
     int    rc = wait_room(c, need, held && need > PIPE_MAX_BYTES ? need : PIPE_MAX_BYTES);
 
@@ -1303,7 +1305,7 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
             return push_partitioned(c, name, &p, grad, bytes,
                                     (size_t)(l.part_rows * (bytes / l.rows)));
         }
-        if (bytes <= PIPE_PUSH_MAX || (c->hold_next && c->chain_ok)) {
+        if (bytes <= PIPE_PUSH_MAX || c->hold_next) {
             return push_pipelined(c, name, f);
         }
     }
@@ -1388,7 +1390,7 @@ sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t byt
         return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first",
                     name != NULL ? name : "(null)");
     }
-    c->hold_next = 1;
+    c->hold_next = c->chain_ok;
     rc = sr_client_push(c, name, grad, bytes);
     c->hold_next = 0;
     if (rc == SR_OK) {

@@ -1605,37 +1605,55 @@ row_ingest(bench *b)
     return rc;
 }
 
+/* Median time of n writes of `bytes` to a file in the run's directory (the
+ * stores' file system), each appended (`append`) or rewriting the start in
+ * place, each followed by an fdatasync when `sync`; in µs, or -1.  One
+ * untimed write and fdatasync first (for in place: the blocks exist). */
+static double
+timed_writes_us(const bench *b, size_t bytes, int n, int append, int sync)
+{
+    char     path[256];
+    double  *t = malloc((size_t)n * sizeof(*t));
+    uint8_t *buf = malloc(bytes);
+    int      fd = -1, ok = t != NULL && buf != NULL;
+    double   med = -1;
+
+    snprintf(path, sizeof(path), "%s/timed-writes.bin", b->dir);
+    if (ok && (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) {
+        ok = 0;
+    }
+    if (ok) {
+        memset(buf, 0x5a, bytes);
+    }
+    for (int i = -1; ok && i < n; i++) {
+        int64_t t0 = now_ns();
+        off_t   off = append ? (off_t)(i + 1) * (off_t)bytes : 0;
+        buf[0] = (uint8_t)i;
+        ok = pwrite(fd, buf, bytes, off) == (ssize_t)bytes &&
+             ((!sync && i >= 0) || fdatasync(fd) == 0);
+        if (ok && i >= 0) {
+            t[i] = (double)(now_ns() - t0) / 1e3;
+        }
+    }
+    if (ok) {
+        med = median(t, n);
+    }
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    free(buf);
+    free(t);
+    return med;
+}
+
 /* The least a synchronous FULL commit of the 4 KiB model costs here: one
  * fdatasync after appending what such a commit appends to the WAL (8-9
- * frames of 4 KiB pages), in the run's directory (the stores' file system);
- * median of 100, in µs, or -1. */
+ * frames of 4 KiB pages); median of 100, in µs, or -1. */
 static double
 fdatasync_floor_us(const bench *b)
 {
-    enum { N = 100, BYTES = 37 * 1024 };
-    static uint8_t buf[BYTES];
-    double         t[N];
-    char           path[256];
-    int            fd;
-
-    snprintf(path, sizeof(path), "%s/floor.bin", b->dir);
-    if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) {
-        return -1;
-    }
-    memset(buf, 0x5a, sizeof(buf));
-    for (int i = 0; i < N; i++) {
-        int64_t t0 = now_ns();
-        if (pwrite(fd, buf, sizeof(buf), (off_t)i * BYTES) != (ssize_t)sizeof(buf) ||
-            fdatasync(fd) != 0) {
-            close(fd);
-            unlink(path);
-            return -1;
-        }
-        t[i] = (double)(now_ns() - t0) / 1e3;
-    }
-    close(fd);
-    unlink(path);
-    return median(t, N);
+    return timed_writes_us(b, 37 * 1024, 100, 1, 1);
 }
 
 static int
@@ -1704,42 +1722,13 @@ row_small(bench *b)
 }
 
 /* The least a commit of `bytes` costs here on the step's path: rewriting
- * that many bytes in place in a file of the run's directory (already
- * written once), with an fdatasync when `full`; median of 9, in ms, or -1.
- * What any store pays at least, whatever its format. */
+ * that many bytes in place, with an fdatasync when `full`; median of 9, in
+ * ms, or -1.  What any store pays at least, whatever its format. */
 static double
 raw_rewrite_ms(const bench *b, size_t bytes, int full)
 {
-    enum { N = 9 };
-    double   t[N];
-    char     path[256];
-    uint8_t *buf = malloc(bytes);
-    int      fd = -1;
-
-    snprintf(path, sizeof(path), "%s/rewrite.bin", b->dir);
-    if (buf == NULL || (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) {
-        free(buf);
-        return -1;
-    }
-    memset(buf, 0x5a, bytes);
-    for (int i = -1; i < N; i++) { /* i = -1: allocate the file's blocks, untimed */
-        int64_t t0 = now_ns();
-        buf[0] = (uint8_t)i;
-        if (pwrite(fd, buf, bytes, 0) != (ssize_t)bytes ||
-            ((full || i < 0) && fdatasync(fd) != 0)) {
-            close(fd);
-            unlink(path);
-            free(buf);
-            return -1;
-        }
-        if (i >= 0) {
-            t[i] = (double)(now_ns() - t0) / 1e6;
-        }
-    }
-    close(fd);
-    unlink(path);
-    free(buf);
-    return median(t, N);
+    double us = timed_writes_us(b, bytes, 9, 0, full);
+    return us < 0 ? -1 : us / 1e3;
 }
 
 static int
