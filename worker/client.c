@@ -119,7 +119,8 @@ struct sr_client {
      * chained answer are still to be read from the current message. */
     int chain_ok;
     int hold_next; /* inside sr_client_push_step, to a coordinator taking chains */
-    int held_push; /* pend[npend - 1] is not sent yet */
+    int held_push; /* pend[npend - 1] is not sent yet: only between push_step's push and its
+                      TOKEN request, whose send_request sends it */
     int chain_more;
 };
 
@@ -488,12 +489,6 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
     next_resend = now + interval;
     if (type == 0 && room_ok(c)) {
         return SR_OK;
-    }
-    if (type == 0 && c->held_push) {
-        c->held_push = 0;
-        if (pend_send(c, &c->pend[c->npend - 1], 0) != 0) {
-            return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
-        }
     }
     if (type != 0 && send_request(c, type, req, c->req_flags, local_step, seq, f, nf) != 0) {
         return fail(c, SR_EMSG, "send %s: %s", sr_wire_type_name(type), zmq_strerror(errno));
@@ -1145,13 +1140,6 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
     p->seq = ++c->seq;
     p->local_step = c->local_step;
     snprintf(p->name, sizeof(p->name), "%s", name);
-    if (c->held_push && hold) {
-        /* Only the last push waits for the next request. */
-        c->held_push = 0;
-        if (pend_send(c, &c->pend[c->npend - 1], 0) != 0) {
-            return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
-        }
-    }
     if (!hold) {
         frame pf[2];
         pend_frames(p, pf);
