@@ -42,6 +42,12 @@ static const char usage_text[] =
     "  --resume-from-step S          restore retained step S instead of the latest\n"
     "  --step-log                    record the contributors of every step in the store\n"
     "  --sync full|normal            SQLite synchronous mode (default full)\n"
+    "  --wal-checkpoint thread|inline\n"
+    "                                who copies the WAL into the store file when it is\n"
+    "                                full: a thread of the store, or the commit that\n"
+    "                                filled it (a stall of that commit). Default: the\n"
+    "                                thread with --commit sync, inline with async (the\n"
+    "                                writer thread is off the step's path already)\n"
     "  --sparse-mean per-row|per-replica\n"
     "                                divide a sparse row's sum by the gradients that\n"
     "                                touched it (default) or by R\n"
@@ -134,6 +140,9 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--store-page-kib") == 0) {
             bad = sr__cli_parse_i64(val, 1, 64, &v) || (v & (v - 1)) != 0;
             o.store_page_size = (int)v * 1024;
+        } else if (strcmp(a, "--wal-checkpoint") == 0) {
+            bad = strcmp(val, "thread") != 0 && strcmp(val, "inline") != 0;
+            o.wal_checkpoint = strcmp(val, "inline") == 0 ? SR_WAL_CKPT_INLINE : SR_WAL_CKPT_THREAD;
         } else if (strcmp(a, "--keep-checkpoints") == 0) {
             bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
             o.keep_checkpoints = (int)v;

@@ -12,6 +12,8 @@
 #include "coordinator/coord_int.h"
 #include "core/error.h"
 
+enum { SR_WAL_CKPT_AUTO = 0, SR_WAL_CKPT_THREAD = 1, SR_WAL_CKPT_INLINE = 2 };
+
 typedef struct {
     const char *store_path;  /* created if absent */
     const char *bind;        /* ZeroMQ endpoint */
@@ -22,6 +24,9 @@ typedef struct {
     int         checkpoint_every;      /* commit every k steps; 0 = only at shutdown */
     int         keep_checkpoints;      /* retained restorable steps */
     int         store_page_size;       /* a new store's SQLite page size; 0 = the store's */
+    int         wal_checkpoint;        /* who copies a full WAL into the store file:
+                                          SR_WAL_CKPT_AUTO (the store's thread with --commit
+                                          sync, the writer itself with async), _THREAD, _INLINE */
     int64_t     resume_from_step;      /* -1 = latest; else rewind to this retained step */
     int         step_log;              /* record contributors of every step */
     int         sync_normal;           /* synchronous=NORMAL instead of FULL */

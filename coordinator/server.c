@@ -1042,6 +1042,7 @@ store_opts(const sr_coord_opts *o, sr_store_opts *so)
     so->sync = o->sync_normal ? SR_STORE_SYNC_NORMAL : SR_STORE_SYNC_FULL;
     so->keep_checkpoints = o->keep_checkpoints;
     so->page_size = o->store_page_size;
+    so->checkpoint_inline = o->wal_checkpoint == SR_WAL_CKPT_INLINE;
 }
 
 static sr_err
@@ -1051,6 +1052,9 @@ writer_start(coord *c)
 
     store_opts(c->o, &so);
     so.skip_quick_check = 1; /* the loop's connection checked the file */
+    /* The writer runs off the step's path already: by default it copies the
+     * WAL itself when it fills (no third thread taking CPU from the step). */
+    so.checkpoint_inline = c->o->wal_checkpoint != SR_WAL_CKPT_THREAD;
     sr_err rc = sr_store_open(c->o->store_path, &so, &c->wst);
     if (rc != SR_OK) {
         return rc;
@@ -2271,10 +2275,37 @@ status_json(coord *c, sr_strbuf *b)
                          seen < 0 ? -1.0 : seen / 1000.0, live ? "true" : "false",
                          parked ? "true" : "false", acc, stale, dup, errs, chained);
     }
-    sr_strbuf_printf(b, "]}");
+    /* The WAL checkpoints of the connection that commits the steps. */
+    sr_store_ckpt_stats ck;
+    sr_store_get_ckpt_stats(c->wst != NULL ? c->wst : c->st, &ck);
+    sr_strbuf_printf(b,
+                     "],\"wal_checkpoints\":{\"thread\":%s,\"passes\":%" PRIu64
+                     ",\"pass_max_ms\":%.3f,\"inline\":%" PRIu64 ",\"inline_max_ms\":%.3f"
+                     ",\"waits\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"max_wal_frames\":%" PRIu64
+                     ",\"last_error\":",
+                     ck.background ? "true" : "false", ck.passes, ck.pass_max_us / 1000.0,
+                     ck.inline_passes, ck.inline_max_us / 1000.0, ck.waits, ck.failures,
+                     ck.max_frames);
+    sr_strbuf_json_str(b, ck.last_error);
+    sr_strbuf_printf(b, "}}");
 }
 
 /* ---- the loop ----------------------------------------------------------- */
+
+/* At shutdown: what the WAL checkpoints of the committing connection did. */
+static void
+log_wal_checkpoints(sr_store *st)
+{
+    sr_store_ckpt_stats k;
+
+    sr_store_get_ckpt_stats(st, &k);
+    SR_LOG(SR_LOG_NOTICE, "COORD-WAL-CKPT",
+           "%s passes=%" PRIu64 " pass_max_ms=%.1f inline=%" PRIu64 " inline_max_ms=%.1f"
+           " waits=%" PRIu64 " failures=%" PRIu64 " max_wal_frames=%" PRIu64 "%s%s",
+           k.background ? "thread" : "inline", k.passes, k.pass_max_us / 1000.0, k.inline_passes,
+           k.inline_max_us / 1000.0, k.waits, k.failures, k.max_frames,
+           k.last_error[0] ? " last_error=" : "", k.last_error);
+}
 
 static sr_err
 coord_start(coord *c)
@@ -2606,6 +2637,7 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         periodic(&c);
     }
     flush_held_batch(&c, 1);
+    log_wal_checkpoints(c.wst != NULL ? c.wst : c.st);
     if (c.writer_started) {
         sr_err wrc = writer_stop(&c);
         if (wrc != SR_OK) {

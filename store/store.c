@@ -744,6 +744,7 @@ store_free(sr_store *st)
         sqlite3_finalize(st->stmt[i]);
         st->stmt[i] = NULL;
     }
+    sr__store_ckpt_stop(st);
     sqlite3_close_v2(st->db);
     st->db = NULL;
     sr__store_cache_drop(st);

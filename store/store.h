@@ -52,6 +52,11 @@ typedef struct {
                                       tensors cheap to write; every commit writes at least
                                       a handful of whole pages, so small models commit
                                       faster with small ones (docs/store.md) */
+    int checkpoint_inline;         /* added: 1 = the commit that fills the WAL copies it
+                                      into the main file itself (SQLite's own way, a
+                                      stall of that commit); 0 = a thread of the store
+                                      does it while commits go on (docs/store.md,
+                                      "Checkpoints") */
 } sr_store_opts;
 
 /* What the store says about itself. */
@@ -262,5 +267,25 @@ typedef struct {
     uint64_t file_writes;
 } sr_store_wal_stats;
 void sr_store_get_wal_stats(sr_store_wal_stats *out);
+
+/* What the WAL checkpoints of a read-write handle did (docs/store.md,
+ * "Checkpoints").  Passes by the store's thread and by the committing
+ * thread itself (the short last bit of a cycle, or a wait when the thread
+ * falls behind), with their durations. */
+typedef struct {
+    int      background;    /* 1: a thread checkpoints (0: inline, or read-only) */
+    uint64_t passes;        /* the thread's checkpoints */
+    uint64_t pass_us;       /* their time, summed */
+    uint64_t pass_max_us;   /* the longest */
+    uint64_t inline_passes; /* checkpoints the committing thread ran */
+    uint64_t inline_us;
+    uint64_t inline_max_us;
+    uint64_t waits;      /* commits that waited for the thread (WAL at 2x its limit) */
+    uint64_t failures;   /* checkpoints that failed (not counting "busy") */
+    uint64_t wal_frames; /* the frames the WAL held after the last commit */
+    uint64_t max_frames; /* the most it held */
+    char     last_error[256];
+} sr_store_ckpt_stats;
+void sr_store_get_ckpt_stats(sr_store *st, sr_store_ckpt_stats *out);
 
 #endif

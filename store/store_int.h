@@ -29,6 +29,14 @@
 #define SR_STORE_VFS "syncrep"
 int sr__store_vfs_init(void);
 
+/* The background WAL checkpoint (store_ckpt.c).  setup: on a read-write
+ * connection, install the commit hook that hands checkpoints to a thread
+ * (or, with opts.checkpoint_inline, SQLite's wal_autocheckpoint); stop:
+ * join the thread and close its connection (before the handle's). */
+typedef struct store_ckpt store_ckpt;
+sr_err                    sr__store_ckpt_setup(sr_store *st, int64_t page_size);
+void                      sr__store_ckpt_stop(sr_store *st);
+
 /* Cached statements.  Prepared once (SQLITE_PREPARE_PERSISTENT) on first use
  * and reused: the commit loop never calls sqlite3_prepare. */
 typedef enum {
@@ -81,6 +89,7 @@ struct sr_store {
     char          errmsg[1024];     /* last failure text ("" if none) */
     sr_err        sticky;           /* != SR_OK: state in doubt, refuse all */
     int           in_write;         /* the open transaction is BEGIN IMMEDIATE */
+    store_ckpt   *ckpt;             /* background checkpoint; NULL if none */
 
     /* Variable/tensor cache, sorted by id and (var_id, slot).  Dropped after
      * any own schema-changing transaction and whenever another connection

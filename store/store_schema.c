@@ -466,23 +466,18 @@ set_wal(sr_store *st)
  * copies each page once however often the WAL holds it: a bigger WAL makes
  * the second write of WAL mode mostly disappear.  The WAL file keeps its
  * largest size while open (it is reused from the start, which is cheaper
- * than growing it) and is removed on a clean close. */
+ * than growing it) and is removed on a clean close.  Who runs the
+ * checkpoint: store_ckpt.c. */
 static sr_err
 set_autocheckpoint(sr_store *st)
 {
     int64_t page = 0;
     sr_err  rc;
-    char    sql[64];
 
     if ((rc = sr__store_query_i64(st, "PRAGMA page_size", &page)) != SR_OK) {
         return rc;
     }
-    int64_t pages = st->opts.wal_checkpoint_bytes / (page > 0 ? page : 4096);
-    snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint = %lld",
-             (long long)(pages < 16          ? 16
-                         : pages > INT32_MAX ? INT32_MAX
-                                             : pages));
-    return sr__store_exec(st, sql);
+    return sr__store_ckpt_setup(st, page);
 }
 
 sr_err

@@ -8,6 +8,9 @@
  * the workers and step log belong to g, and sr_store_verify is clean.  The
  * child of the next round resumes from the stored step.
  *
+ * A WAL limit of a few commits makes the store's checkpoint thread run
+ * throughout, so kills also land while it copies the WAL into the file.
+ *
  * The only sleep is the random delay before each kill: that is the test.
  * SR_CRASH_SEED=N replays a run; SR_CRASH_ROUNDS=N changes the count.
  */
@@ -57,6 +60,9 @@ crash_opts(void)
     o.sync = SR_STORE_SYNC_FULL;
     o.chunk_bytes = CHUNK;
     o.keep_checkpoints = KEEP;
+    /* A WAL limit of a few commits: kills land in the WAL checkpoints of
+     * the store's thread (and the committer's) all the time. */
+    o.wal_checkpoint_bytes = 1 << 20;
     return o;
 }
 

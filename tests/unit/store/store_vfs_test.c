@@ -4,6 +4,12 @@
  * it commits only ever sees whole committed steps, big pages go straight
  * through, and a WAL write that the OS refuses fails the commit and leaves
  * the previous step intact (docs/store.md, "The syncrep VFS").
+ *
+ * The WAL checkpoint (store/store_ckpt.c): run by the store's thread, the
+ * WAL stays bounded, the committer only copies the short rest of a cycle,
+ * and readers in another process still see only whole steps; with
+ * checkpoint_inline the committer does it all (docs/store.md,
+ * "Checkpoints").
  */
 #include <signal.h>
 #include <sys/resource.h>
@@ -14,7 +20,7 @@
 #define NELEM 1024 /* a 4 KiB float32 variable */
 
 static sr_store *
-open_paged(const char *path, int page_size, int readonly)
+open_wal(const char *path, int page_size, int readonly, int64_t wal_bytes, int ckpt_inline)
 {
     sr_store_opts o = small_opts(0, 3);
     sr_store     *st = NULL;
@@ -22,8 +28,16 @@ open_paged(const char *path, int page_size, int readonly)
     o.sync = SR_STORE_SYNC_NORMAL;
     o.readonly = readonly;
     o.skip_quick_check = readonly;
+    o.wal_checkpoint_bytes = wal_bytes;
+    o.checkpoint_inline = ckpt_inline;
     assert_sr_ok(sr_store_open(path, &o, &st));
     return st;
+}
+
+static sr_store *
+open_paged(const char *path, int page_size, int readonly)
+{
+    return open_wal(path, page_size, readonly, 0, 0);
 }
 
 static int64_t
@@ -153,17 +167,18 @@ test_big_pages_go_straight_through(void **state)
 /* A reader process checks every step it sees against the pattern while the
  * writer commits; it exits 0 after `want` good reads and no bad one. */
 static int
-reader_main(const char *path, int64_t id, int64_t last, int want)
+reader_main(const char *path, int64_t id, size_t nelem, int64_t last, int want)
 {
     sr_store_opts o = small_opts(0, 3);
     sr_store     *st = NULL;
-    float         got[NELEM], exp[NELEM];
+    size_t        size = nelem * sizeof(float);
+    float        *got = malloc(size), *exp = malloc(size);
     int           good = 0;
 
     o.readonly = 1;
     o.skip_quick_check = 1;
     o.sync = SR_STORE_SYNC_NORMAL;
-    if (sr_store_open(path, &o, &st) != SR_OK) {
+    if (got == NULL || exp == NULL || sr_store_open(path, &o, &st) != SR_OK) {
         return 2;
     }
     for (long i = 0; i < 2000000 && good < want; i++) {
@@ -171,15 +186,15 @@ reader_main(const char *path, int64_t id, int64_t last, int want)
         if (sr_store_get_info(st, &info) != SR_OK) {
             return 3;
         }
-        sr_err rc = sr_store_read_tensor(st, id, NULL, info.global_step, got, sizeof(got));
+        sr_err rc = sr_store_read_tensor(st, id, NULL, info.global_step, got, size);
         if (rc == SR_ENOENT) {
             continue; /* pruned meanwhile: three steps are retained */
         }
         if (rc != SR_OK) {
             return 4;
         }
-        fill_pattern(exp, SR_FLOAT32, NELEM, 1, info.global_step);
-        if (memcmp(got, exp, sizeof(got)) != 0) {
+        fill_pattern(exp, SR_FLOAT32, nelem, 1, info.global_step);
+        if (memcmp(got, exp, size) != 0) {
             return 5;
         }
         good++;
@@ -188,6 +203,8 @@ reader_main(const char *path, int64_t id, int64_t last, int want)
         }
     }
     sr_store_close(st);
+    free(got);
+    free(exp);
     return good > 0 ? 0 : 6;
 }
 
@@ -203,7 +220,7 @@ test_reader_process_sees_only_committed_steps(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        _exit(reader_main(f->path, id, 400, 200));
+        _exit(reader_main(f->path, id, NELEM, 400, 200));
     }
     for (int64_t s = 2; s <= 400; s++) {
         assert_sr_ok(commit_pattern(st, id, v, NELEM, s));
@@ -277,6 +294,205 @@ test_refused_wal_write_fails_the_commit(void **state)
     sr_store_close(st);
 }
 
+static void
+remove_store(const char *path)
+{
+    static const char *const sfx[] = {"", "-wal", "-shm"};
+    char                     p[700];
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
+        unlink(p);
+    }
+}
+
+/* Commit with a 256 KiB WAL limit (64 pages of 4 KiB, ~6 commits of a
+ * 16 KiB variable) until the committer has run `cycles` checkpoints and at
+ * least 200 steps.  With `reader`, a reader process checks every step it
+ * sees meanwhile (up to step 200); without, the WAL's size is checked too
+ * (a reader can hold back the WAL's restart, so its size is not bounded
+ * then).  Returns the last step. */
+static int64_t
+commit_cycles(store_fixture *f, int ckpt_inline, int reader, int cycles, sr_store_ckpt_stats *out)
+{
+    enum { N = 4 * NELEM, WAL_BYTES = 256 << 10 };
+    sr_store *st = open_wal(f->path, 4096, 0, WAL_BYTES, ckpt_inline);
+    int64_t   id = declare_var(st, N);
+    float    *v = malloc(N * sizeof(float));
+    char      wal[700];
+    int64_t   s = 1, most = 0;
+
+    assert_non_null(v);
+    assert_sr_ok(commit_pattern(st, id, v, N, s));
+    pid_t pid = reader ? fork() : 0;
+    assert_true(pid >= 0);
+    if (reader && pid == 0) {
+        _exit(reader_main(f->path, id, N, 200, 1 << 30));
+    }
+    snprintf(wal, sizeof(wal), "%s-wal", f->path);
+    do {
+        struct stat sb;
+        assert_sr_ok(commit_pattern(st, id, v, N, ++s));
+        sr_store_get_ckpt_stats(st, out);
+        assert_int_equal(stat(wal, &sb), 0);
+        most = sb.st_size > most ? sb.st_size : most;
+    } while ((out->inline_passes < (uint64_t)cycles || s < 200) && s < 100000);
+    if (reader) {
+        assert_child_ok(pid); /* it saw only whole steps, up to step 200 */
+    }
+    assert_int_equal(out->background, !ckpt_inline);
+    assert_int_equal(out->failures, 0);
+    assert_string_equal(out->last_error, "");
+    /* A commit is 4 value pages plus a few others: the WAL never holds more
+     * than twice its limit plus a commit (the thread's lag; then the
+     * committer waits), inline never more than the limit plus a commit. */
+    int64_t limit = (ckpt_inline ? 1 : 2) * (WAL_BYTES / 4096) + 16;
+    if (!reader) {
+        assert_true((int64_t)out->max_frames <= limit);
+        assert_true(most <= 32 + limit * (4096 + 24));
+    }
+    sr_store_close(st);
+    st = open_paged(f->path, 4096, 0);
+    assert_step(st, id, N, s);
+    char *report = NULL;
+    assert_sr_ok(sr_store_verify(st, &report));
+    free(report);
+    sr_store_close(st);
+    free(v);
+    return s;
+}
+
+static void
+test_checkpoint_thread(void **state)
+{
+    for (int reader = 0; reader <= 1; reader++) {
+        sr_store_ckpt_stats k;
+        commit_cycles(*state, 0, reader, 20, &k);
+        /* Every cycle starts with a pass of the thread; the committer only
+         * copied what came after it (or waited, when the thread fell
+         * behind).  A reader can keep the WAL from restarting; above twice
+         * its limit every commit then copies what it can itself, as SQLite
+         * does above the limit. */
+        assert_true(k.passes >= (reader ? 1 : 20));
+        assert_true(k.inline_passes >= 20);
+        remove_store(((store_fixture *)*state)->path);
+    }
+}
+
+static int
+thread_passes(sr_store *st)
+{
+    sr_store_ckpt_stats k;
+    sr_store_get_ckpt_stats(st, &k);
+    return (int)k.passes;
+}
+
+static int
+thread_pass_done(void *arg)
+{
+    void **a = arg;
+    return thread_passes(a[0]) >= *(int *)a[1];
+}
+
+/* Commit until the WAL holds `frames` (the commit that reaches it hands the
+ * checkpoint to the thread and returns without copying anything), then wait
+ * until the thread's pass number `pass` is done.  With `rd`, a read
+ * transaction is opened on it just before that commit: the pass cannot copy
+ * past the reader's snapshot, so it leaves the last commit to copy. */
+static void
+fill_wal(sr_store *st, int64_t id, float *v, size_t n, int64_t *s, uint64_t frames, int pass,
+         sqlite3 *rd)
+{
+    sr_store_ckpt_stats k;
+    uint64_t            prev = 0, inl;
+
+    sr_store_get_ckpt_stats(st, &k);
+    inl = k.inline_passes;
+    for (;;) {
+        sr_store_get_ckpt_stats(st, &k);
+        uint64_t cur = k.wal_frames;
+        if (rd != NULL && cur + (cur - prev) >= frames) {
+            assert_int_equal(
+                sqlite3_exec(rd, "BEGIN; SELECT count(*) FROM meta;", NULL, NULL, NULL), SQLITE_OK);
+            rd = NULL;
+        }
+        prev = cur;
+        assert_sr_ok(commit_pattern(st, id, v, n, ++*s));
+        sr_store_get_ckpt_stats(st, &k);
+        if (k.wal_frames >= frames) {
+            break;
+        }
+    }
+    assert_int_equal(k.inline_passes, inl); /* the filling commit did not copy */
+    void *arg[2] = {st, &pass};
+    assert_int_equal(sr_test_wait_until(thread_pass_done, arg, 30000), 1);
+}
+
+/* Two cycles the way they go when the disk keeps up.  (1) The thread copies
+ * everything before the next commit, which then restarts the WAL from its
+ * start: the committer copies nothing.  (2) A reader holds the thread's
+ * pass back by one commit: the next commit copies the rest itself, a short
+ * checkpoint without waiting, and the one after restarts the WAL. */
+static void
+test_checkpoint_thread_cycle(void **state)
+{
+    enum { N = 4 * NELEM, WAL_BYTES = 256 << 10, T = WAL_BYTES / 4096 };
+    store_fixture      *f = *state;
+    sr_store           *st = open_wal(f->path, 4096, 0, WAL_BYTES, 0);
+    int64_t             id = declare_var(st, N);
+    float              *v = malloc(N * sizeof(float));
+    int64_t             s = 0;
+    sr_store_ckpt_stats k;
+    sqlite3            *rd = NULL;
+
+    assert_non_null(v);
+    fill_wal(st, id, v, N, &s, T, 1, NULL);
+    sr_store_get_ckpt_stats(st, &k);
+    uint64_t full = k.max_frames;
+    assert_sr_ok(commit_pattern(st, id, v, N, ++s));
+    sr_store_get_ckpt_stats(st, &k); /* restarted: the WAL starts at frame 0 again */
+    assert_true(k.wal_frames < full / 4);
+    assert_int_equal(k.max_frames, full);
+    assert_int_equal(k.passes, 1);
+    assert_int_equal(k.inline_passes, 0);
+
+    assert_int_equal(sqlite3_open_v2(f->path, &rd, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    fill_wal(st, id, v, N, &s, full, 2, rd);
+    assert_int_equal(sqlite3_exec(rd, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    assert_sr_ok(commit_pattern(st, id, v, N, ++s));
+    sr_store_get_ckpt_stats(st, &k);
+    assert_int_equal(k.inline_passes, 1);
+    assert_int_equal(k.waits, 0);
+    assert_true(k.max_frames < 2 * T); /* never near the limit where commits wait */
+    uint64_t most = k.max_frames;
+    assert_sr_ok(commit_pattern(st, id, v, N, ++s));
+    sr_store_get_ckpt_stats(st, &k);
+    assert_true(k.wal_frames < full / 4);
+    assert_int_equal(k.max_frames, most);
+    assert_int_equal(k.passes, 2);
+    assert_int_equal(k.inline_passes, 1);
+    assert_int_equal(k.failures, 0);
+    assert_step(st, id, N, s);
+    sqlite3_close(rd);
+    sr_store_close(st);
+    st = open_paged(f->path, 4096, 0);
+    assert_step(st, id, N, s);
+    sr_store_close(st);
+    free(v);
+}
+
+static void
+test_checkpoint_inline(void **state)
+{
+    for (int reader = 0; reader <= 1; reader++) {
+        sr_store_ckpt_stats k;
+        commit_cycles(*state, 1, reader, 20, &k);
+        assert_int_equal(k.passes, 0);
+        assert_int_equal(k.waits, 0);
+        assert_true(k.inline_passes >= 20);
+        remove_store(((store_fixture *)*state)->path);
+    }
+}
+
 int
 main(void)
 {
@@ -289,6 +505,12 @@ main(void)
                                         store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_refused_wal_write_fails_the_commit,
                                         store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_thread, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_thread_cycle, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_inline, store_fixture_setup,
+                                        store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
