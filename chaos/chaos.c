@@ -73,6 +73,7 @@ typedef struct {
     int      print_plan;      /* --print-plan: print the schedule and exit */
     int      commit_async;    /* --commit async */
     int64_t  partition_bytes; /* --partition-bytes for the coordinator; -1 = its default */
+    int64_t  wal_limit_kib;   /* --wal-limit-kib for the coordinator; 0 = its default */
     char     out[PATH_MAX];
     char     store[PATH_MAX + 16], endpoint[PATH_MAX + 32], self[PATH_MAX];
     sr_optim optim;
@@ -151,7 +152,7 @@ spawn(chaos *c, char *const argv[], const char *log_name)
 static void
 start_coordinator(chaos *c, int64_t resume_step)
 {
-    char  r[16], m[16], k[24], lr[32], ema[32], rs[32], pb[32];
+    char  r[16], m[16], k[24], lr[32], ema[32], rs[32], pb[32], wl[32];
     char *argv[40];
     int   n = 0;
 
@@ -191,6 +192,11 @@ start_coordinator(chaos *c, int64_t resume_step)
         snprintf(pb, sizeof(pb), "%" PRId64, c->partition_bytes);
         argv[n++] = "--partition-bytes";
         argv[n++] = pb;
+    }
+    if (c->wal_limit_kib > 0) {
+        snprintf(wl, sizeof(wl), "%" PRId64, c->wal_limit_kib);
+        argv[n++] = "--wal-limit-kib";
+        argv[n++] = wl;
     }
     if (resume_step >= 0) {
         snprintf(rs, sizeof(rs), "%" PRId64, resume_step);
@@ -802,14 +808,15 @@ static const char usage_text[] =
     "                     [--targets coordinator,chief,worker] [--resize 4,3,5]\n"
     "                     [--checkpoint-every-steps K] [--commit sync|async]\n"
     "                     [--optimizer sgd|momentum|adam] [--partition-bytes B]\n"
-    "                     [--out DIR] [--print-plan]\n"
+    "                     [--wal-limit-kib K] [--out DIR] [--print-plan]\n"
     "\n"
     "Runs a real coordinator and N real workers of a deterministic model, kills and\n"
     "restarts them on a schedule drawn from the seed, then verifies from the store:\n"
     "replay (bit for bit), strictness, exactly R, no lost commits, liveness.\n"
     "Writes DIR/report.json and DIR/timeline.svg; exit 0 only if all hold.\n"
     "--print-plan prints the fault schedule the seed gives, and runs nothing.\n"
-    "--partition-bytes B (e.g. 32) splits the model's variables into partitions.\n";
+    "--partition-bytes B (e.g. 32) splits the model's variables into partitions.\n"
+    "--wal-limit-kib K (e.g. 64) makes the store's WAL checkpoints run all the time.\n";
 
 static int
 parse_list(const char *s, int *out, int max)
@@ -897,6 +904,9 @@ parse_args(chaos *c, int argc, char **argv)
         } else if (strcmp(a, "--partition-bytes") == 0) {
             bad = sr__cli_parse_i64(val, 0, 1LL << 40, &v);
             c->partition_bytes = v;
+        } else if (strcmp(a, "--wal-limit-kib") == 0) {
+            bad = sr__cli_parse_i64(val, 1, 1LL << 30, &v);
+            c->wal_limit_kib = v;
         } else if (strcmp(a, "--optimizer") == 0) {
             bad = sr__optim_parse(val, &c->optim.kind) != SR_OK;
         } else if (strcmp(a, "--out") == 0) {

@@ -42,6 +42,8 @@ static const char usage_text[] =
     "  --resume-from-step S          restore retained step S instead of the latest\n"
     "  --step-log                    record the contributors of every step in the store\n"
     "  --sync full|normal            SQLite synchronous mode (default full)\n"
+    "  --wal-limit-kib K             the store's WAL is copied into its file once it\n"
+    "                                holds K KiB (default 524288: 512 MiB)\n"
     "  --wal-checkpoint thread|inline\n"
     "                                who copies the WAL into the store file when it is\n"
     "                                full: a thread of the store, or the commit that\n"
@@ -140,6 +142,9 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--store-page-kib") == 0) {
             bad = sr__cli_parse_i64(val, 1, 64, &v) || (v & (v - 1)) != 0;
             o.store_page_size = (int)v * 1024;
+        } else if (strcmp(a, "--wal-limit-kib") == 0) {
+            bad = sr__cli_parse_i64(val, 1, 1LL << 30, &v);
+            o.wal_limit_bytes = v << 10;
         } else if (strcmp(a, "--wal-checkpoint") == 0) {
             bad = strcmp(val, "thread") != 0 && strcmp(val, "inline") != 0;
             o.wal_checkpoint = strcmp(val, "inline") == 0 ? SR_WAL_CKPT_INLINE : SR_WAL_CKPT_THREAD;

@@ -24,6 +24,7 @@ typedef struct {
     int         checkpoint_every;      /* commit every k steps; 0 = only at shutdown */
     int         keep_checkpoints;      /* retained restorable steps */
     int         store_page_size;       /* a new store's SQLite page size; 0 = the store's */
+    int64_t     wal_limit_bytes;       /* the store's wal_checkpoint_bytes; 0 = its default */
     int         wal_checkpoint;        /* who copies a full WAL into the store file:
                                           SR_WAL_CKPT_AUTO (the store's thread with --commit
                                           sync, the writer itself with async), _THREAD, _INLINE */

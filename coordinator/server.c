@@ -1043,6 +1043,7 @@ store_opts(const sr_coord_opts *o, sr_store_opts *so)
     so->keep_checkpoints = o->keep_checkpoints;
     so->page_size = o->store_page_size;
     so->checkpoint_inline = o->wal_checkpoint == SR_WAL_CKPT_INLINE;
+    so->wal_checkpoint_bytes = o->wal_limit_bytes;
 }
 
 static sr_err

@@ -66,6 +66,17 @@ set_error(store_ckpt *ck, const char *what, int r, sqlite3 *db)
              db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(r), r);
 }
 
+/* One more checkpoint of `us` microseconds in the stats (under ck->mu). */
+static void
+count_pass(uint64_t *n, uint64_t *total_us, uint64_t *max_us, int64_t us)
+{
+    (*n)++;
+    *total_us += (uint64_t)us;
+    if ((uint64_t)us > *max_us) {
+        *max_us = (uint64_t)us;
+    }
+}
+
 /* The thread's connection: the same file through the same VFS, the same
  * synchronous setting (a checkpoint syncs as its connection says).  A query
  * opens the WAL, which a checkpoint on a fresh connection may not do. */
@@ -115,21 +126,17 @@ thread_main(void *p)
         }
         pthread_mutex_unlock(&ck->mu);
         int     nlog = -1, nckpt = -1;
-        int64_t t0 = (sr_clock_now_ns() / 1000);
+        int64_t t0 = sr_clock_now_ns() / 1000;
         int     r = ck->db != NULL ? SQLITE_OK : thread_open(ck, a->path, a->sync_normal);
         if (r == SQLITE_OK) {
             r = sqlite3_wal_checkpoint_v2(ck->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &nlog, &nckpt);
         }
-        int64_t us = (sr_clock_now_ns() / 1000) - t0;
+        int64_t us = sr_clock_now_ns() / 1000 - t0;
         pthread_mutex_lock(&ck->mu);
         ck->done_rc = r;
         ck->done_ckpt = r == SQLITE_OK ? nckpt : -1;
         if (r == SQLITE_OK) {
-            ck->stats.passes++;
-            ck->stats.pass_us += (uint64_t)us;
-            if ((uint64_t)us > ck->stats.pass_max_us) {
-                ck->stats.pass_max_us = (uint64_t)us;
-            }
+            count_pass(&ck->stats.passes, &ck->stats.pass_us, &ck->stats.pass_max_us, us);
         } else if (r != SQLITE_BUSY) {
             ck->stats.failures++;
             if (ck->db != NULL) {
@@ -173,18 +180,13 @@ thread_start(sr_store *st, store_ckpt *ck)
 static void
 checkpoint_here(sr_store *st, store_ckpt *ck, int waited)
 {
-    int     nlog = -1, nckpt = -1;
-    int64_t t0 = (sr_clock_now_ns() / 1000);
-    int     r = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &nlog, &nckpt);
-    int64_t us = (sr_clock_now_ns() / 1000) - t0;
+    int64_t t0 = sr_clock_now_ns() / 1000;
+    int     r = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    int64_t us = sr_clock_now_ns() / 1000 - t0;
 
     pthread_mutex_lock(&ck->mu);
     if (r == SQLITE_OK) {
-        ck->stats.inline_passes++;
-        ck->stats.inline_us += (uint64_t)us;
-        if ((uint64_t)us > ck->stats.inline_max_us) {
-            ck->stats.inline_max_us = (uint64_t)us;
-        }
+        count_pass(&ck->stats.inline_passes, &ck->stats.inline_us, &ck->stats.inline_max_us, us);
     } else if (r != SQLITE_BUSY) {
         ck->stats.failures++;
         set_error(ck, "checkpoint", r, st->db);

@@ -1494,7 +1494,7 @@ print_diag(const char *who, const run_res *r, int loop, int sync)
         printf("  stale %" PRIu64 " dup %" PRIu64 " resends %" PRIu64, r->stale, r->duplicate,
                r->resends);
     }
-    if (r->wal[0] != 0) {
+    if (r->wal[0] != '\0' && strstr(r->wal, " 0 (max 0 ms) inline 0 ") == NULL) {
         printf("  %s", r->wal);
     }
     printf("  (%.1f s)\n", r->wall_s);

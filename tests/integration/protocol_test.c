@@ -960,6 +960,76 @@ test_protocol_push_step_pushes_and_steps(void **state)
     sr_harness_fini(&h);
 }
 
+/* The integer after "key": in a STATUS text; -1 if absent. */
+static long long
+status_num(const char *out, const char *key)
+{
+    const char *p = strstr(out, key);
+    return p != NULL ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+typedef struct {
+    sr_harness *h;
+    char        out[8192];
+} status_wait;
+
+static int
+thread_checkpointed(void *arg)
+{
+    status_wait *w = arg;
+    return sr_harness_status(w->h, w->out, sizeof(w->out)) == 0 &&
+           status_num(w->out, "\"passes\":") >= 1;
+}
+
+/* --wal-limit-kib 64: the store's WAL fills every few steps.  By default its
+ * thread copies it (STATUS and the shutdown log say so) and the committed
+ * steps survive a restart; with --wal-checkpoint inline the commits do it. */
+static void
+test_protocol_wal_checkpoints(void **state)
+{
+    const double g = 1.0, x0 = 10.0;
+    (void)state;
+
+    for (int inl = 0; inl <= 1; inl++) {
+        sr_harness  h;
+        status_wait w = {.h = &h};
+        sr_harness_init(&h, inl ? "walinline" : "walthread");
+        sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
+                         "--wal-limit-kib", "64", "--wal-checkpoint", inl ? "inline" : "thread",
+                         NULL);
+        sr_client *c = sr_harness_client(&h, 0);
+        assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
+        assert_sr_ok(sr_client_ready(c));
+        assert_sr_ok(sr_client_step(c));
+        for (int i = 1; i <= 40; i++) {
+            assert_sr_ok(sr_client_push_step(c, "x", &g, sizeof(g)));
+        }
+        if (inl) {
+            assert_int_equal(sr_harness_status(&h, w.out, sizeof(w.out)), 0);
+            assert_non_null(strstr(w.out, "\"wal_checkpoints\":{\"thread\":false,\"passes\":0,"));
+            assert_true(status_num(w.out, "\"inline\":") >= 1);
+        } else {
+            /* The thread's pass ends on its own time. */
+            assert_int_equal(sr_test_wait_until(thread_checkpointed, &w, 20000), 1);
+            assert_non_null(strstr(w.out, "\"wal_checkpoints\":{\"thread\":true,"));
+        }
+        assert_int_equal(status_num(w.out, "\"failures\":"), 0);
+        sr_client_close(c);
+        assert_int_equal(sr_harness_stop(&h), 0);
+        assert_int_equal(sr_harness_log_count(&h, inl ? "COORD-WAL-CKPT inline passes=0"
+                                                      : "COORD-WAL-CKPT thread passes="),
+                         1);
+        /* Every step committed is there after a restart. */
+        sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", NULL);
+        c = sr_harness_client(&h, 0);
+        assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
+        assert_true(pull_x(c) == 10.0 - 40 * 1.0);
+        sr_client_close(c);
+        assert_int_equal(sr_harness_stop(&h), 0);
+        sr_harness_fini(&h);
+    }
+}
+
 /* sr_client_push_step sends a push bigger than a pipelined one (1 MiB) but
  * of one partition from the caller's buffer, in the token request's
  * message.  When the step fails (the coordinator gone), that push is
@@ -1217,6 +1287,7 @@ main(void)
         cmocka_unit_test(test_protocol_unread_pulls_hold_at_most_four_values),
         cmocka_unit_test(test_protocol_chain_push_and_token_one_message_each_way),
         cmocka_unit_test(test_protocol_push_step_pushes_and_steps),
+        cmocka_unit_test(test_protocol_wal_checkpoints),
         cmocka_unit_test(test_protocol_push_step_sends_from_the_callers_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
