@@ -60,6 +60,9 @@ static const char usage_text[] =
     "  --commit sync|async           sync (default): a step's tokens go out after its commit;\n"
     "                                async: a writer thread commits while the next step runs\n"
     "                                (a crash may lose the steps not yet committed, never more)\n"
+    "  --commit-interval-ms M        async: the writer starts a commit at most every M ms\n"
+    "                                (1; 0 = as often as it can): a small model then does\n"
+    "                                not commit every step on the workers' cores\n"
     "  --piggyback-max-kib K         a step's token carries the whole model when it is at\n"
     "                                most K KiB (1024; 0 = never): saves the pulls' round trips\n"
     "  --partition-kib K             variables above K KiB are split into partitions of\n"
@@ -171,6 +174,9 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--commit") == 0) {
             bad = strcmp(val, "sync") != 0 && strcmp(val, "async") != 0;
             o.commit_async = strcmp(val, "async") == 0;
+        } else if (strcmp(a, "--commit-interval-ms") == 0) {
+            bad = sr__cli_parse_i64(val, 0, 3600000, &v);
+            o.commit_interval_ms = (int)v;
         } else if (strcmp(a, "--piggyback-max-kib") == 0) {
             bad = sr__cli_parse_i64(val, 0, 1 << 30, &v);
             o.piggyback_max_bytes = (uint64_t)v << 10;

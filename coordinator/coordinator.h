@@ -38,6 +38,7 @@ typedef struct {
     const char *curve_secret_key_file; /* CURVE on when set (with authorized_keys) */
     const char *authorized_keys;       /* client public keys admitted */
     int         commit_async;          /* commit in a writer thread; tokens do not wait for it */
+    int         commit_interval_ms;    /* async: start a commit at most this often (default 1) */
     uint64_t    piggyback_max_bytes;   /* TOKEN replies carry the model up to this size */
     uint64_t    partition_bytes;       /* split variables above this into partitions, each
                                           its own accumulator and push (0 = never) */

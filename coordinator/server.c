@@ -172,11 +172,12 @@ typedef struct coord {
     int                writer_started;
     pthread_mutex_t    wmu;
     pthread_cond_t     wcv;
-    struct commit_job *wjob;          /* handed to the writer; NULL when it is idle */
-    int                wstop;         /* under wmu: finish and exit */
-    int64_t            wcommitted;    /* under wmu: the last step the writer committed */
-    int                commit_wanted; /* a step to snapshot once the writer is idle */
-    void              *scratch[2];    /* aligned copies of small, misaligned frames */
+    struct commit_job *wjob;             /* handed to the writer; NULL when it is idle */
+    int                wstop;            /* under wmu: finish and exit */
+    int64_t            wcommitted;       /* under wmu: the last step the writer committed */
+    int                commit_wanted;    /* a step to snapshot once the writer is idle */
+    int64_t            last_snapshot_ns; /* when the last one was handed over */
+    void              *scratch[2];       /* aligned copies of small, misaligned frames */
     size_t             scratch_cap[2];
     /* A sparse push split by partition: indices, rows, per-partition counts. */
     int64_t  *sp_idx;
@@ -1008,8 +1009,12 @@ writer_main(void *arg)
     return NULL;
 }
 
-/* --commit async: hand the writer a snapshot if it is idle; otherwise the
- * snapshot waits (commit_wanted) and the dirty state keeps accumulating. */
+/* --commit async: hand the writer a snapshot if it is idle and the last
+ * one is at least --commit-interval-ms old; otherwise the snapshot waits
+ * (commit_wanted) and the dirty state keeps accumulating.  The interval
+ * keeps a small model from committing every step on cores its workers need
+ * (docs/performance.md, row 2); the loop polls every millisecond while a
+ * snapshot waits, so an idle job is committed soon after its last step. */
 static void
 async_snapshot(coord *c)
 {
@@ -1022,6 +1027,11 @@ async_snapshot(coord *c)
     if (!idle || !c->commit_wanted) {
         return;
     }
+    int64_t now = sr_clock_now_ns();
+    if (now - c->last_snapshot_ns < (int64_t)c->o->commit_interval_ms * 1000000) {
+        return;
+    }
+    c->last_snapshot_ns = now;
     if (build_job(c, 1, &j) != SR_OK) {
         SR_LOG(SR_LOG_ERR, "COORD-SNAPSHOT", "%s; retrying", sr_errdetail());
         return;
@@ -2545,6 +2555,7 @@ sr_coord_opts_default(sr_coord_opts *o)
     o->worker_timeout_ms = 10000;
     o->max_message_bytes = 64u << 20;
     o->piggyback_max_bytes = 1u << 20;
+    o->commit_interval_ms = 1;
     o->partition_bytes = 2u << 20;
 }
 
@@ -2625,7 +2636,9 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         if (draining && (!step_in_progress(&c) || sr_clock_now_ms() >= drain_deadline)) {
             break;
         }
-        if (zmq_poll(it, nit, 100) < 0 && errno != EINTR) {
+        /* A snapshot held back by --commit-interval-ms goes out soon. */
+        int wait_ms = c.writer_started && c.commit_wanted ? 1 : 100;
+        if (zmq_poll(it, nit, wait_ms) < 0 && errno != EINTR) {
             rc = sr_fail(SR_EMSG, "zmq_poll: %s", zmq_strerror(errno));
             break;
         }

@@ -1030,6 +1030,48 @@ test_protocol_wal_checkpoints(void **state)
     }
 }
 
+static int
+all_committed(void *arg)
+{
+    status_wait *w = arg;
+    return sr_harness_status(w->h, w->out, sizeof(w->out)) == 0 &&
+           status_num(w->out, "\"committed_step\":") == 30;
+}
+
+/* --commit async with --commit-interval-ms: the writer commits at most that
+ * often, so steps run ahead of the commits; once the job is idle the last
+ * step is committed all the same, and survives a restart. */
+static void
+test_protocol_async_commit_interval(void **state)
+{
+    const double g = 1.0, x0 = 10.0;
+    sr_harness   h;
+    status_wait  w = {.h = &h};
+    (void)state;
+
+    sr_harness_init(&h, "asyncint");
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", "--commit",
+                     "async", "--commit-interval-ms", "300", NULL);
+    sr_client *c = sr_harness_client(&h, 0);
+    assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
+    assert_sr_ok(sr_client_ready(c));
+    assert_sr_ok(sr_client_step(c));
+    for (int i = 1; i <= 30; i++) {
+        assert_sr_ok(sr_client_push_step(c, "x", &g, sizeof(g)));
+    }
+    assert_int_equal(sr_test_wait_until(all_committed, &w, 20000), 1);
+    assert_int_equal(status_num(w.out, "\"global_step\":"), 30);
+    sr_client_close(c);
+    sr_harness_kill9(&h); /* no shutdown commit: what is stored is what the writer did */
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", NULL);
+    c = sr_harness_client(&h, 0);
+    assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
+    assert_true(pull_x(c) == 10.0 - 30 * 1.0);
+    sr_client_close(c);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 /* sr_client_push_step sends a push bigger than a pipelined one (1 MiB) but
  * of one partition from the caller's buffer, in the token request's
  * message.  When the step fails (the coordinator gone), that push is
@@ -1288,6 +1330,7 @@ main(void)
         cmocka_unit_test(test_protocol_chain_push_and_token_one_message_each_way),
         cmocka_unit_test(test_protocol_push_step_pushes_and_steps),
         cmocka_unit_test(test_protocol_wal_checkpoints),
+        cmocka_unit_test(test_protocol_async_commit_interval),
         cmocka_unit_test(test_protocol_push_step_sends_from_the_callers_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
