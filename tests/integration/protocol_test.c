@@ -981,6 +981,21 @@ thread_checkpointed(void *arg)
            status_num(w->out, "\"passes\":") >= 1;
 }
 
+/* Start the (stopped) coordinator again on its store, check that the chief
+ * pulls x == want, stop it and clean up. */
+static void
+restart_expect_x(sr_harness *h, double want)
+{
+    const double x0 = 10.0;
+    sr_harness_start(h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", NULL);
+    sr_client *c = sr_harness_client(h, 0);
+    assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
+    assert_true(pull_x(c) == want);
+    sr_client_close(c);
+    assert_int_equal(sr_harness_stop(h), 0);
+    sr_harness_fini(h);
+}
+
 /* --wal-limit-kib 64: the store's WAL fills every few steps.  By default its
  * thread copies it (STATUS and the shutdown log say so) and the committed
  * steps survive a restart; with --wal-checkpoint inline the commits do it. */
@@ -1019,14 +1034,7 @@ test_protocol_wal_checkpoints(void **state)
         assert_int_equal(sr_harness_log_count(&h, inl ? "COORD-WAL-CKPT inline passes=0"
                                                       : "COORD-WAL-CKPT thread passes="),
                          1);
-        /* Every step committed is there after a restart. */
-        sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", NULL);
-        c = sr_harness_client(&h, 0);
-        assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
-        assert_true(pull_x(c) == 10.0 - 40 * 1.0);
-        sr_client_close(c);
-        assert_int_equal(sr_harness_stop(&h), 0);
-        sr_harness_fini(&h);
+        restart_expect_x(&h, 10.0 - 40 * 1.0); /* every committed step is there */
     }
 }
 
@@ -1063,13 +1071,7 @@ test_protocol_async_commit_interval(void **state)
     assert_int_equal(status_num(w.out, "\"global_step\":"), 30);
     sr_client_close(c);
     sr_harness_kill9(&h); /* no shutdown commit: what is stored is what the writer did */
-    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", NULL);
-    c = sr_harness_client(&h, 0);
-    assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
-    assert_true(pull_x(c) == 10.0 - 30 * 1.0);
-    sr_client_close(c);
-    assert_int_equal(sr_harness_stop(&h), 0);
-    sr_harness_fini(&h);
+    restart_expect_x(&h, 10.0 - 30 * 1.0);
 }
 
 /* sr_client_push_step sends a push bigger than a pipelined one (1 MiB) but
