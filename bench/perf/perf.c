@@ -412,7 +412,7 @@ log_wal_ckpt(const char *log, char *out, size_t len)
 {
     FILE    *f = fopen(log, "r");
     char     line[512], who[16];
-    uint64_t passes, inl, waits;
+    uint64_t passes, inl, waits, fails, frames;
     double   pass_ms, inl_ms;
 
     out[0] = '\0';
@@ -421,13 +421,17 @@ log_wal_ckpt(const char *log, char *out, size_t len)
     }
     while (fgets(line, sizeof(line), f) != NULL) {
         const char *p = strstr(line, "COORD-WAL-CKPT ");
-        if (p != NULL && sscanf(p + 15,
-                                "%15s passes=%" SCNu64 " pass_max_ms=%lf inline=%" SCNu64
-                                " inline_max_ms=%lf waits=%" SCNu64,
-                                who, &passes, &pass_ms, &inl, &inl_ms, &waits) == 6) {
+        if (p != NULL &&
+            sscanf(p + 15,
+                   "%15s passes=%" SCNu64 " pass_max_ms=%lf inline=%" SCNu64
+                   " inline_max_ms=%lf waits=%" SCNu64 " failures=%" SCNu64
+                   " max_wal_frames=%" SCNu64,
+                   who, &passes, &pass_ms, &inl, &inl_ms, &waits, &fails, &frames) == 8) {
             snprintf(out, len,
-                     "ckpt %s %" PRIu64 " (max %.0f ms) inline %" PRIu64 " (max %.0f ms)%s", who,
-                     passes, pass_ms, inl, inl_ms, waits ? " waited" : "");
+                     "ckpt %s %" PRIu64 " (max %.0f ms) inline %" PRIu64
+                     " (max %.0f ms) wal <= %" PRIu64 " frames%s%s",
+                     who, passes, pass_ms, inl, inl_ms, frames, waits ? " waited" : "",
+                     fails ? " FAILED" : "");
         }
     }
     fclose(f);
