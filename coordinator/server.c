@@ -2221,6 +2221,14 @@ dispatch(coord *c, zmq_msg_t *parts, int nparts)
 
 /* ---- status ------------------------------------------------------------- */
 
+/* The connection that commits the steps (the async writer's, else the
+ * loop's): the one whose WAL checkpoints STATUS and the log report. */
+static sr_store *
+commit_store(const coord *c)
+{
+    return c->wst != NULL ? c->wst : c->st;
+}
+
 static void
 status_json(coord *c, sr_strbuf *b)
 {
@@ -2286,9 +2294,8 @@ status_json(coord *c, sr_strbuf *b)
                          seen < 0 ? -1.0 : seen / 1000.0, live ? "true" : "false",
                          parked ? "true" : "false", acc, stale, dup, errs, chained);
     }
-    /* The WAL checkpoints of the connection that commits the steps. */
     sr_store_ckpt_stats ck;
-    sr_store_get_ckpt_stats(c->wst != NULL ? c->wst : c->st, &ck);
+    sr_store_get_ckpt_stats(commit_store(c), &ck);
     sr_strbuf_printf(b,
                      "],\"wal_checkpoints\":{\"thread\":%s,\"passes\":%" PRIu64
                      ",\"pass_max_ms\":%.3f,\"inline\":%" PRIu64 ",\"inline_max_ms\":%.3f"
@@ -2305,11 +2312,11 @@ status_json(coord *c, sr_strbuf *b)
 
 /* At shutdown: what the WAL checkpoints of the committing connection did. */
 static void
-log_wal_checkpoints(sr_store *st)
+log_wal_checkpoints(const coord *c)
 {
     sr_store_ckpt_stats k;
 
-    sr_store_get_ckpt_stats(st, &k);
+    sr_store_get_ckpt_stats(commit_store(c), &k);
     SR_LOG(SR_LOG_NOTICE, "COORD-WAL-CKPT",
            "%s passes=%" PRIu64 " pass_max_ms=%.1f inline=%" PRIu64 " inline_max_ms=%.1f"
            " waits=%" PRIu64 " failures=%" PRIu64 " max_wal_frames=%" PRIu64 "%s%s",
@@ -2636,7 +2643,8 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         if (draining && (!step_in_progress(&c) || sr_clock_now_ms() >= drain_deadline)) {
             break;
         }
-        /* A snapshot held back by --commit-interval-ms goes out soon. */
+        /* A snapshot waiting (for the writer or --commit-interval-ms)
+         * goes out soon. */
         int wait_ms = c.writer_started && c.commit_wanted ? 1 : 100;
         if (zmq_poll(it, nit, wait_ms) < 0 && errno != EINTR) {
             rc = sr_fail(SR_EMSG, "zmq_poll: %s", zmq_strerror(errno));
@@ -2651,7 +2659,7 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         periodic(&c);
     }
     flush_held_batch(&c, 1);
-    log_wal_checkpoints(c.wst != NULL ? c.wst : c.st);
+    log_wal_checkpoints(&c);
     if (c.writer_started) {
         sr_err wrc = writer_stop(&c);
         if (wrc != SR_OK) {

@@ -86,14 +86,12 @@ thread_open(store_ckpt *ck, const char *path, int sync_normal)
     int r =
         sqlite3_open_v2(path, &ck->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, SR_STORE_VFS);
     if (r == SQLITE_OK) {
+        char sql[96];
+        snprintf(sql, sizeof(sql), "PRAGMA synchronous = %s; SELECT count(*) FROM sqlite_schema",
+                 sync_normal ? "NORMAL" : "FULL");
         sqlite3_extended_result_codes(ck->db, 1);
         sqlite3_busy_timeout(ck->db, 1000); /* for the query (a recovery elsewhere) */
-        r = sqlite3_exec(ck->db,
-                         sync_normal ? "PRAGMA synchronous = NORMAL; SELECT count(*) FROM "
-                                       "sqlite_schema"
-                                     : "PRAGMA synchronous = FULL; SELECT count(*) FROM "
-                                       "sqlite_schema",
-                         NULL, NULL, NULL);
+        r = sqlite3_exec(ck->db, sql, NULL, NULL, NULL);
     }
     if (r != SQLITE_OK) {
         pthread_mutex_lock(&ck->mu);

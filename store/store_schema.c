@@ -469,7 +469,7 @@ set_wal(sr_store *st)
  * than growing it) and is removed on a clean close.  Who runs the
  * checkpoint: store_ckpt.c. */
 static sr_err
-set_autocheckpoint(sr_store *st)
+setup_checkpoints(sr_store *st)
 {
     int64_t page = 0;
     sr_err  rc;
@@ -531,5 +531,5 @@ sr__store_setup(sr_store *st, int empty)
     if ((rc = set_wal(st)) != SR_OK) {
         return rc;
     }
-    return set_autocheckpoint(st);
+    return setup_checkpoints(st);
 }

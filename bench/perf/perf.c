@@ -405,8 +405,9 @@ print_log_tail(const char *path)
     fclose(f);
 }
 
-/* The coordinator's COORD-WAL-CKPT line, shortened into out ("" if none):
- * who ran its WAL checkpoints, how many, the longest. */
+/* The coordinator's COORD-WAL-CKPT line, shortened into out: who ran its
+ * WAL checkpoints, how many, the longest, the most frames the WAL held
+ * ("" if there is no such line or no checkpoint ran). */
 static void
 log_wal_ckpt(const char *log, char *out, size_t len)
 {
@@ -426,7 +427,8 @@ log_wal_ckpt(const char *log, char *out, size_t len)
                    "%15s passes=%" SCNu64 " pass_max_ms=%lf inline=%" SCNu64
                    " inline_max_ms=%lf waits=%" SCNu64 " failures=%" SCNu64
                    " max_wal_frames=%" SCNu64,
-                   who, &passes, &pass_ms, &inl, &inl_ms, &waits, &fails, &frames) == 8) {
+                   who, &passes, &pass_ms, &inl, &inl_ms, &waits, &fails, &frames) == 8 &&
+            passes + inl + fails > 0) {
             snprintf(out, len,
                      "ckpt %s %" PRIu64 " (max %.0f ms) inline %" PRIu64
                      " (max %.0f ms) wal <= %" PRIu64 " frames%s%s",
@@ -1498,7 +1500,7 @@ print_diag(const char *who, const run_res *r, int loop, int sync)
         printf("  stale %" PRIu64 " dup %" PRIu64 " resends %" PRIu64, r->stale, r->duplicate,
                r->resends);
     }
-    if (r->wal[0] != '\0' && strstr(r->wal, " 0 (max 0 ms) inline 0 ") == NULL) {
+    if (r->wal[0] != '\0') {
         printf("  %s", r->wal);
     }
     printf("  (%.1f s)\n", r->wall_s);

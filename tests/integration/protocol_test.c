@@ -968,17 +968,40 @@ status_num(const char *out, const char *key)
     return p != NULL ? strtoll(p + strlen(key), NULL, 10) : -1;
 }
 
+/* Wait until STATUS shows `key` at least `least` (the last text in out). */
 typedef struct {
     sr_harness *h;
+    const char *key;
+    long long   least;
     char        out[8192];
 } status_wait;
 
 static int
-thread_checkpointed(void *arg)
+status_reached(void *arg)
 {
     status_wait *w = arg;
     return sr_harness_status(w->h, w->out, sizeof(w->out)) == 0 &&
-           status_num(w->out, "\"passes\":") >= 1;
+           status_num(w->out, w->key) >= w->least;
+}
+
+/* A coordinator (R = 1, plus the option pairs a1 v1, a2 v2) and its chief,
+ * which declares x = 10 and makes n steps of gradient 1 with push_step. */
+static sr_client *
+start_and_step(sr_harness *h, const char *tag, const char *a1, const char *v1, const char *a2,
+               const char *v2, int n)
+{
+    const double g = 1.0, x0 = 10.0;
+    sr_harness_init(h, tag);
+    sr_harness_start(h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", a1, v1, a2, v2,
+                     NULL);
+    sr_client *c = sr_harness_client(h, 0);
+    assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
+    assert_sr_ok(sr_client_ready(c));
+    assert_sr_ok(sr_client_step(c));
+    for (int i = 1; i <= n; i++) {
+        assert_sr_ok(sr_client_push_step(c, "x", &g, sizeof(g)));
+    }
+    return c;
 }
 
 /* Start the (stopped) coordinator again on its store, check that the chief
@@ -1002,30 +1025,20 @@ restart_expect_x(sr_harness *h, double want)
 static void
 test_protocol_wal_checkpoints(void **state)
 {
-    const double g = 1.0, x0 = 10.0;
     (void)state;
 
     for (int inl = 0; inl <= 1; inl++) {
         sr_harness  h;
-        status_wait w = {.h = &h};
-        sr_harness_init(&h, inl ? "walinline" : "walthread");
-        sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
-                         "--wal-limit-kib", "64", "--wal-checkpoint", inl ? "inline" : "thread",
-                         NULL);
-        sr_client *c = sr_harness_client(&h, 0);
-        assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
-        assert_sr_ok(sr_client_ready(c));
-        assert_sr_ok(sr_client_step(c));
-        for (int i = 1; i <= 40; i++) {
-            assert_sr_ok(sr_client_push_step(c, "x", &g, sizeof(g)));
-        }
+        status_wait w = {.h = &h, .key = "\"passes\":", .least = 1};
+        sr_client  *c = start_and_step(&h, inl ? "walinline" : "walthread", "--wal-limit-kib", "64",
+                                       "--wal-checkpoint", inl ? "inline" : "thread", 40);
         if (inl) {
             assert_int_equal(sr_harness_status(&h, w.out, sizeof(w.out)), 0);
             assert_non_null(strstr(w.out, "\"wal_checkpoints\":{\"thread\":false,\"passes\":0,"));
             assert_true(status_num(w.out, "\"inline\":") >= 1);
         } else {
             /* The thread's pass ends on its own time. */
-            assert_int_equal(sr_test_wait_until(thread_checkpointed, &w, 20000), 1);
+            assert_int_equal(sr_test_wait_until(status_reached, &w, 20000), 1);
             assert_non_null(strstr(w.out, "\"wal_checkpoints\":{\"thread\":true,"));
         }
         assert_int_equal(status_num(w.out, "\"failures\":"), 0);
@@ -1038,36 +1051,20 @@ test_protocol_wal_checkpoints(void **state)
     }
 }
 
-static int
-all_committed(void *arg)
-{
-    status_wait *w = arg;
-    return sr_harness_status(w->h, w->out, sizeof(w->out)) == 0 &&
-           status_num(w->out, "\"committed_step\":") == 30;
-}
-
 /* --commit async with --commit-interval-ms: the writer commits at most that
  * often, so steps run ahead of the commits; once the job is idle the last
  * step is committed all the same, and survives a restart. */
 static void
 test_protocol_async_commit_interval(void **state)
 {
-    const double g = 1.0, x0 = 10.0;
-    sr_harness   h;
-    status_wait  w = {.h = &h};
+    sr_harness  h;
+    status_wait w = {.h = &h, .key = "\"committed_step\":", .least = 30};
     (void)state;
 
-    sr_harness_init(&h, "asyncint");
-    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", "--commit",
-                     "async", "--commit-interval-ms", "300", NULL);
-    sr_client *c = sr_harness_client(&h, 0);
-    assert_sr_ok(sr_client_declare(c, "x", SR_FLOAT64, 0, NULL, &x0));
-    assert_sr_ok(sr_client_ready(c));
-    assert_sr_ok(sr_client_step(c));
-    for (int i = 1; i <= 30; i++) {
-        assert_sr_ok(sr_client_push_step(c, "x", &g, sizeof(g)));
-    }
-    assert_int_equal(sr_test_wait_until(all_committed, &w, 20000), 1);
+    sr_client *c =
+        start_and_step(&h, "asyncint", "--commit", "async", "--commit-interval-ms", "300", 30);
+    assert_int_equal(sr_test_wait_until(status_reached, &w, 20000), 1);
+    assert_int_equal(status_num(w.out, "\"committed_step\":"), 30);
     assert_int_equal(status_num(w.out, "\"global_step\":"), 30);
     sr_client_close(c);
     sr_harness_kill9(&h); /* no shutdown commit: what is stored is what the writer did */
