@@ -749,6 +749,7 @@ store_free(sr_store *st)
     st->db = NULL;
     sr__store_cache_drop(st);
     free(st->scratch);
+    free(st->pend);
     free(st->keep);
     free(st->keys);
     free(st->path);

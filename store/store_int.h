@@ -67,6 +67,14 @@ typedef enum {
     STMT_COUNT
 } store_stmt_id;
 
+/* A chunk's bytes waiting for the end of a write transaction's row work
+ * (store_chunk.c, "Writing the bytes last"). */
+typedef struct {
+    int64_t        data_id;
+    const uint8_t *src;
+    size_t         size;
+} store_write;
+
 /* A variable as the commit path needs it (cached on the handle). */
 typedef struct {
     sr_store_var v;       /* the public record (id, dtype, shape, chunk_bytes ...) */
@@ -102,11 +110,14 @@ struct sr_store {
     size_t        ntensors;
 
     /* Commit-path buffers, reused so a commit does not allocate. */
-    int64_t *scratch;     /* chunk version list: (step, data_id) pairs */
-    size_t   scratch_cap; /* pairs */
-    int64_t *keep;        /* retained steps, keep_checkpoints entries */
-    void    *keys;        /* duplicate-tensor check, keys_cap bytes */
-    size_t   keys_cap;
+    int64_t     *scratch;     /* chunk version list: (step, data_id) pairs */
+    size_t       scratch_cap; /* pairs */
+    int64_t     *keep;        /* retained steps, keep_checkpoints entries */
+    store_write *pend;        /* chunk bytes queued by write_chunk (sr__store_write_bytes) */
+    size_t       npend, pend_cap;
+    int64_t      usable; /* page size less reserved bytes (0: unknown, read-only) */
+    void        *keys;   /* duplicate-tensor check, keys_cap bytes */
+    size_t       keys_cap;
 };
 
 /* --- store.c --------------------------------------------------------- */
@@ -173,13 +184,16 @@ sr_err sr__store_setup(sr_store *st, int empty);
 
 /* --- store_chunk.c --------------------------------------------------- */
 
-/* Write one tensor of a commit or declaration at step g.  keep[0..nkeep)
- * are the retained steps other than g after the transaction (ascending);
- * versions they need are never recycled.  all = ignore t->dirty.  *blob is
- * a write handle reused across calls (the caller closes it). */
+/* Choose or create the chunk versions of one tensor of a commit or
+ * declaration at step g and queue their bytes (written by
+ * sr__store_write_bytes, which the transaction must call after its other
+ * row work).  keep[0..nkeep) are the retained steps other than g after the
+ * transaction (ascending); versions they need are never recycled.  dirty
+ * NULL = every chunk. */
 sr_err sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id, const void *data,
-                              const uint8_t *dirty, int64_t g, const int64_t *keep, size_t nkeep,
-                              sqlite3_blob **blob);
+                              const uint8_t *dirty, int64_t g, const int64_t *keep, size_t nkeep);
+/* Write the queued chunk bytes (and empty the queue). */
+sr_err sr__store_write_bytes(sr_store *st);
 
 /* --- store_verify.c -------------------------------------------------- */
 

@@ -467,7 +467,8 @@ set_wal(sr_store *st)
  * the second write of WAL mode mostly disappear.  The WAL file keeps its
  * largest size while open (it is reused from the start, which is cheaper
  * than growing it) and is removed on a clean close.  Who runs the
- * checkpoint: store_ckpt.c. */
+ * checkpoint: store_ckpt.c.  Also records the usable page size, which the
+ * commit's byte writes follow (store_chunk.c, sr__store_write_bytes). */
 static sr_err
 setup_checkpoints(sr_store *st)
 {
@@ -477,6 +478,13 @@ setup_checkpoints(sr_store *st)
     if ((rc = sr__store_query_i64(st, "PRAGMA page_size", &page)) != SR_OK) {
         return rc;
     }
+    /* -1: read the reserved bytes per page, change nothing. */
+    int reserve = -1;
+    if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve) != SQLITE_OK ||
+        reserve < 0) {
+        reserve = 0;
+    }
+    st->usable = page - reserve;
     return sr__store_ckpt_setup(st, page);
 }
 

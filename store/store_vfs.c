@@ -7,7 +7,8 @@
  * calls.  On a virtual machine a system call costs a few microseconds, which
  * made those writes about a third of a small commit (docs/store.md, "The
  * syncrep VFS").  This layer keeps contiguous small WAL writes (each at most
- * SMALL_WRITE bytes) in a buffer and writes them with one call:
+ * SMALL_WRITE bytes) in a buffer (WAL_BUF bytes) and writes them with one
+ * call:
  *
  * - when the page of a commit frame arrives (a frame header whose "database
  *   size after commit" field is not zero marks the commit frame), inside
@@ -31,9 +32,16 @@
 
 #include "store/store_int.h"
 
-#define SMALL_WRITE   (16u << 10)  /* buffer writes of at most this many bytes */
-#define WAL_BUF       (256u << 10) /* buffer capacity */
-#define WAL_FRAME_HDR 24           /* SQLite's WAL frame header size */
+#define SMALL_WRITE (16u << 10) /* buffer writes of at most this many bytes */
+/* Buffer capacity.  Below 128 KiB: the default VFS writes only the low 17
+ * bits of a length (SQLite's own writes are a page at most) and calls the
+ * rest a full disk.  Until 2026-12-01 this was 256 KiB and every commit of
+ * more than 128 KiB in pages of 16 KiB or less failed with "database or
+ * disk is full" (strace: 173,040 bytes reached the file as 41,968, then a
+ * zero-length write); store_vfs_test commits 512 KiB at 1, 4 and 16 KiB. */
+#define WAL_BUF (64u << 10)
+_Static_assert(WAL_BUF < (128u << 10), "the default VFS writes less than 128 KiB per call");
+#define WAL_FRAME_HDR 24 /* SQLite's WAL frame header size */
 
 typedef struct shim_file shim_file;
 struct shim_file {
