@@ -13,7 +13,8 @@ static const char usage_text[] =
     "\n"
     "Asks the coordinator at ENDPOINT (default tcp://127.0.0.1:7070) for its\n"
     "incarnation, global step, R and N, the accumulators' fill for the current step,\n"
-    "the workers with their local steps, last seen and push counts, and steps/s.\n";
+    "the workers with their local steps, last seen and push counts, steps/s, and its\n"
+    "store commits (how many, how long).\n";
 
 /* Pull a number or string value out of flat JSON text for the summary. */
 static const char *
@@ -54,6 +55,12 @@ print_human(const char *json)
            field(json, "model_ready", a, sizeof(a)), field(json, "optimizer", b, sizeof(b)),
            field(json, "steps_per_s", c2, sizeof(c2)),
            field(json, "tokens_available", d, sizeof(d)));
+    const char *cm = strstr(json, "\"commits\":{");
+    if (cm != NULL) {
+        printf("store commits %s (mean %s ms, max %s ms, %s failed)\n",
+               field(cm, "count", a, sizeof(a)), field(cm, "mean_ms", b, sizeof(b)),
+               field(cm, "max_ms", c2, sizeof(c2)), field(cm, "failures", d, sizeof(d)));
+    }
     printf("%-6s %-12s %-10s %-10s %-10s %-10s %s\n", "task", "local_step", "seen_s_ago",
            "accepted", "stale", "duplicate", "state");
     w = strstr(json, "\"workers\":[");

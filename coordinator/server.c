@@ -172,13 +172,16 @@ typedef struct coord {
     int                writer_started;
     pthread_mutex_t    wmu;
     pthread_cond_t     wcv;
-    struct commit_job *wjob;             /* handed to the writer; NULL when it is idle */
-    int                wstop;            /* under wmu: finish and exit */
-    int64_t            wcommitted;       /* under wmu: the last step the writer committed */
-    int                commit_wanted;    /* a step to snapshot once the writer is idle */
-    int64_t            last_snapshot_ns; /* when the last one was handed over */
-    void              *scratch[2];       /* aligned copies of small, misaligned frames */
-    size_t             scratch_cap[2];
+    struct commit_job *wjob;          /* handed to the writer; NULL when it is idle */
+    int                wstop;         /* under wmu: finish and exit */
+    int64_t            wcommitted;    /* under wmu: the last step the writer committed */
+    int                commit_wanted; /* a step to snapshot once the writer is idle */
+    /* Store commits, by the loop or the writer (timed_commit): how many,
+     * their time (summed, longest, last), and how many failed. */
+    _Atomic uint64_t commits, commit_us, commit_max_us, commit_last_us, commit_failures;
+    int64_t          last_snapshot_ns; /* when the last one was handed over */
+    void            *scratch[2];       /* aligned copies of small, misaligned frames */
+    size_t           scratch_cap[2];
     /* A sparse push split by partition: indices, rows, per-partition counts. */
     int64_t  *sp_idx;
     uint8_t  *sp_rows;
@@ -948,6 +951,28 @@ mark_clean(coord *c)
     }
 }
 
+/* sr_store_commit_step, counted in c's commit counters (STATUS "commits",
+ * the shutdown log's COORD-COMMITS).  The loop or the writer thread. */
+static sr_err
+timed_commit(coord *c, sr_store *st, const sr_store_commit *cm)
+{
+    int64_t  t0 = sr_clock_now_ns();
+    sr_err   rc = sr_store_commit_step(st, cm);
+    uint64_t us = (uint64_t)((sr_clock_now_ns() - t0) / 1000);
+
+    if (rc != SR_OK) {
+        atomic_fetch_add(&c->commit_failures, 1);
+        return rc;
+    }
+    atomic_fetch_add(&c->commits, 1);
+    atomic_fetch_add(&c->commit_us, us);
+    atomic_store(&c->commit_last_us, us);
+    uint64_t max = atomic_load(&c->commit_max_us);
+    while (us > max && !atomic_compare_exchange_weak(&c->commit_max_us, &max, us)) {
+    }
+    return rc;
+}
+
 static sr_err
 commit_now(coord *c)
 {
@@ -957,7 +982,7 @@ commit_now(coord *c)
     if (rc != SR_OK) {
         return rc;
     }
-    rc = sr_store_commit_step(c->st, &j->cm);
+    rc = timed_commit(c, c->st, &j->cm);
     if (rc == SR_OK) {
         c->committed_step = c->global_step;
         mark_clean(c);
@@ -984,7 +1009,7 @@ writer_main(void *arg)
         }
         commit_job *j = c->wjob;
         pthread_mutex_unlock(&c->wmu);
-        sr_err rc = sr_store_commit_step(c->wst, &j->cm);
+        sr_err rc = timed_commit(c, c->wst, &j->cm);
         if (rc != SR_OK) {
             SR_LOG(SR_LOG_ERR, "COORD-COMMIT-FAIL",
                    "async step=%" PRId64 " err=%s detail=\"%s\"; retrying", j->cm.global_step,
@@ -1098,7 +1123,7 @@ writer_stop(coord *c)
     c->writer_started = 0;
     c->committed_step = c->wcommitted;
     if (c->wjob != NULL) {
-        rc = sr_store_commit_step(c->st, &c->wjob->cm);
+        rc = timed_commit(c, c->st, &c->wjob->cm);
         if (rc == SR_OK) {
             c->committed_step = c->wjob->cm.global_step;
         }
@@ -2305,10 +2330,28 @@ status_json(coord *c, sr_strbuf *b)
                      ck.inline_passes, ck.inline_max_us / 1000.0, ck.waits, ck.failures,
                      ck.max_frames);
     sr_strbuf_json_str(b, ck.last_error);
-    sr_strbuf_printf(b, "}}");
+    uint64_t n = atomic_load(&c->commits);
+    sr_strbuf_printf(b,
+                     "},\"commits\":{\"count\":%" PRIu64 ",\"mean_ms\":%.3f,\"max_ms\":%.3f"
+                     ",\"last_ms\":%.3f,\"failures\":%" PRIu64 "}}",
+                     n, n ? atomic_load(&c->commit_us) / 1000.0 / (double)n : 0.0,
+                     atomic_load(&c->commit_max_us) / 1000.0,
+                     atomic_load(&c->commit_last_us) / 1000.0, atomic_load(&c->commit_failures));
 }
 
 /* ---- the loop ----------------------------------------------------------- */
+
+/* At shutdown, after the last commit: how many store commits, their time. */
+static void
+log_commits(const coord *c)
+{
+    uint64_t n = atomic_load(&c->commits);
+
+    SR_LOG(SR_LOG_NOTICE, "COORD-COMMITS",
+           "count=%" PRIu64 " mean_ms=%.3f max_ms=%.3f failures=%" PRIu64, n,
+           n ? atomic_load(&c->commit_us) / 1000.0 / (double)n : 0.0,
+           atomic_load(&c->commit_max_us) / 1000.0, atomic_load(&c->commit_failures));
+}
 
 /* At shutdown: what the WAL checkpoints of the committing connection did. */
 static void
@@ -2674,6 +2717,7 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
                    c.global_step, sr_errdetail());
         }
     }
+    log_commits(&c);
     SR_LOG(SR_LOG_NOTICE, "COORD-SHUTDOWN",
            "incarnation=%" PRIu64 " global_step=%" PRId64 " committed_step=%" PRId64, c.incarnation,
            c.global_step, c.committed_step);

@@ -131,7 +131,7 @@ typedef struct {
     double   server_cpu;                     /* coordinator / receiver CPU share of a core */
     double   worker_cpu;                     /* mean worker CPU share of a core */
     double   hwm_mib;                        /* coordinator VmHWM before shutdown */
-    char     wal[96]; /* the coordinator's WAL checkpoints (its COORD-WAL-CKPT line) */
+    char     wal[240]; /* its store commits and WAL checkpoints (log_store_lines) */
     uint64_t stale, duplicate, resends;
     int64_t  checked, wrong;
 } run_res;
@@ -405,16 +405,17 @@ print_log_tail(const char *path)
     fclose(f);
 }
 
-/* The coordinator's COORD-WAL-CKPT line, shortened into out: who ran its
- * WAL checkpoints, how many, the longest, the most frames the WAL held
- * ("" if there is no such line or no checkpoint ran). */
+/* The coordinator's COORD-COMMITS and COORD-WAL-CKPT lines, shortened into
+ * out: its store commits (how many, mean and longest, over the whole run),
+ * who ran its WAL checkpoints, how many, the longest, the most frames the
+ * WAL held ("" if there are no such lines, no commit and no checkpoint). */
 static void
-log_wal_ckpt(const char *log, char *out, size_t len)
+log_store_lines(const char *log, char *out, size_t len)
 {
     FILE    *f = fopen(log, "r");
-    char     line[512], who[16];
-    uint64_t passes, inl, waits, fails, frames;
-    double   pass_ms, inl_ms;
+    char     line[512], who[16], cm[64] = "", ck[160] = "";
+    uint64_t passes, inl, waits, fails, frames, n;
+    double   pass_ms, inl_ms, mean_ms, max_ms;
 
     out[0] = '\0';
     if (f == NULL) {
@@ -422,6 +423,14 @@ log_wal_ckpt(const char *log, char *out, size_t len)
     }
     while (fgets(line, sizeof(line), f) != NULL) {
         const char *p = strstr(line, "COORD-WAL-CKPT ");
+        const char *q = strstr(line, "COORD-COMMITS ");
+        if (q != NULL &&
+            sscanf(q + 14, "count=%" SCNu64 " mean_ms=%lf max_ms=%lf failures=%" SCNu64, &n,
+                   &mean_ms, &max_ms, &fails) == 4 &&
+            n + fails > 0) {
+            snprintf(cm, sizeof(cm), "commit %.1f ms (max %.0f, %" PRIu64 "%s)", mean_ms, max_ms, n,
+                     fails ? " FAILED" : "");
+        }
         if (p != NULL &&
             sscanf(p + 15,
                    "%15s passes=%" SCNu64 " pass_max_ms=%lf inline=%" SCNu64
@@ -429,14 +438,19 @@ log_wal_ckpt(const char *log, char *out, size_t len)
                    " max_wal_frames=%" SCNu64,
                    who, &passes, &pass_ms, &inl, &inl_ms, &waits, &fails, &frames) == 8 &&
             passes + inl + fails > 0) {
-            snprintf(out, len,
-                     "ckpt %s %" PRIu64 " (max %.0f ms) inline %" PRIu64
-                     " (max %.0f ms) wal <= %" PRIu64 " frames%s%s",
-                     who, passes, pass_ms, inl, inl_ms, frames, waits ? " waited" : "",
-                     fails ? " FAILED" : "");
+            /* Inline, the committer's passes are all there is. */
+            int  thread = strcmp(who, "thread") == 0;
+            char th[64] = "";
+            if (thread) {
+                snprintf(th, sizeof(th), "thread %" PRIu64 " (max %.0f ms) ", passes, pass_ms);
+            }
+            snprintf(ck, sizeof(ck),
+                     "ckpt %sinline %" PRIu64 " (max %.0f ms) wal <= %" PRIu64 " frames%s%s", th,
+                     inl, inl_ms, frames, waits ? " waited" : "", fails ? " FAILED" : "");
         }
     }
     fclose(f);
+    snprintf(out, len, "%s%s%s", cm, cm[0] && ck[0] ? "  " : "", ck);
 }
 
 static pid_t
@@ -1355,7 +1369,7 @@ sync_run(bench *b, const run_cfg *c, run_res *r)
     r->server_faults = (double)s0->coord_faults / (double)(s0->iters > 0 ? s0->iters : 1);
     r->checked = s0->checked;
     r->wrong = s0->wrong;
-    log_wal_ckpt(log, r->wal, sizeof(r->wal));
+    log_store_lines(log, r->wal, sizeof(r->wal));
     remove_run_files(b->dir, stem);
     r->wall_s = (double)(now_ns() - t_run) / 1e9;
     return 0;

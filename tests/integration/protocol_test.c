@@ -1042,11 +1042,18 @@ test_protocol_wal_checkpoints(void **state)
             assert_non_null(strstr(w.out, "\"wal_checkpoints\":{\"thread\":true,"));
         }
         assert_int_equal(status_num(w.out, "\"failures\":"), 0);
+        /* Every step was committed (--commit sync), each commit timed. */
+        const char *cm = strstr(w.out, "\"commits\":{");
+        assert_non_null(cm);
+        assert_true(status_num(cm, "\"count\":") >= 40);
+        assert_int_equal(status_num(cm, "\"failures\":"), 0);
+        assert_null(strstr(cm, "\"max_ms\":0.000"));
         sr_client_close(c);
         assert_int_equal(sr_harness_stop(&h), 0);
         assert_int_equal(sr_harness_log_count(&h, inl ? "COORD-WAL-CKPT inline passes=0"
                                                       : "COORD-WAL-CKPT thread passes="),
                          1);
+        assert_int_equal(sr_harness_log_count(&h, "COORD-COMMITS count="), 1);
         restart_expect_x(&h, 10.0 - 40 * 1.0); /* every committed step is there */
     }
 }
@@ -1066,6 +1073,11 @@ test_protocol_async_commit_interval(void **state)
     assert_int_equal(sr_test_wait_until(status_reached, &w, 20000), 1);
     assert_int_equal(status_num(w.out, "\"committed_step\":"), 30);
     assert_int_equal(status_num(w.out, "\"global_step\":"), 30);
+    /* Steps in between went into the next commit: fewer commits than steps
+     * (30 steps would have to take 300 ms each to need 30). */
+    const char *cm = strstr(w.out, "\"commits\":{");
+    assert_non_null(cm);
+    assert_in_range(status_num(cm, "\"count\":"), 1, 29);
     sr_client_close(c);
     sr_harness_kill9(&h); /* no shutdown commit: what is stored is what the writer did */
     restart_expect_x(&h, 10.0 - 30 * 1.0);
