@@ -10,6 +10,12 @@
  *
  * A WAL limit of a few commits makes the store's checkpoint thread run
  * throughout, so kills also land while it copies the WAL into the file.
+ * The test runs twice: with the default 64 KiB pages, and with 4 KiB pages
+ * and SQLite's heap limited to 64 KiB in the child, where every chunk
+ * overflows its row's leaf page (the commit writes the leaf parts, then
+ * the overflow pages: store_chunk.c), every commit spills pages into the
+ * WAL before it ends, and the small WAL writes go through the syncrep
+ * VFS's buffer.
  *
  * The only sleep is the random delay before each kill: that is the test.
  * SR_CRASH_SEED=N replays a run; SR_CRASH_ROUNDS=N changes the count.
@@ -22,12 +28,14 @@
 #include "store_test_util.h"
 
 #define CHUNK       4096
-#define NA          4096 /* "a": float32, 16 KiB = 4 chunks, dense, plus slot "m" */
-#define NB          1000 /* "b": int64, 8000 bytes = 2 chunks, dense */
-#define NS          2048 /* "s": float64, 16 KiB = 4 chunks, one dirty chunk per step */
+#define NA          16384 /* "a": float32, 64 KiB = 16 chunks, dense, plus slot "m" */
+#define NB          1000  /* "b": int64, 8000 bytes = 2 chunks, dense */
+#define NS          2048  /* "s": float64, 16 KiB = 4 chunks, one dirty chunk per step */
 #define NS_CHUNKS   4
 #define S_PER_CHUNK (CHUNK / 8)
 #define KEEP        3
+#define MAX_BYTES   (NA * 4) /* the largest tensor */
+_Static_assert(NS * 8 <= MAX_BYTES && NB * 8 <= MAX_BYTES, "MAX_BYTES");
 
 /* The sparse variable's chunk c was last written at the greatest step
  * s <= g with s % 4 == c (s >= 1), else at declaration (0). */
@@ -52,11 +60,15 @@ expect_sparse(double *buf, int64_t g)
     }
 }
 
+/* The page size of the test that runs (0: the default, 64 KiB). */
+static int page_size;
+
 static sr_store_opts
 crash_opts(void)
 {
     sr_store_opts o;
     memset(&o, 0, sizeof(o));
+    o.page_size = page_size;
     o.sync = SR_STORE_SYNC_FULL;
     o.chunk_bytes = CHUNK;
     o.keep_checkpoints = KEEP;
@@ -80,6 +92,9 @@ child_run(const char *path)
     const int64_t  sa[1] = {NA}, sb[1] = {NB}, ss[1] = {NS};
     int64_t        ida, idb, ids;
 
+    if (page_size != 0) {
+        sr_store_set_heap_limit(64 << 10); /* every commit spills */
+    }
     if (sr_store_open(path, &o, &st) != SR_OK) {
         _exit(10);
     }
@@ -125,7 +140,7 @@ static void
 check_tensor_at(sr_store *st, int64_t id, const char *slot, int64_t at, const void *want,
                 size_t len)
 {
-    static uint8_t got[NS * 8];
+    static uint8_t got[MAX_BYTES];
     assert_true(len <= sizeof(got));
     assert_sr_ok(sr_store_read_tensor(st, id, slot, at, got, len));
     assert_memory_equal(got, want, len);
@@ -157,10 +172,10 @@ check_store(const char *path)
         assert_int_equal(g, 0);
         assert_int_equal(nsteps, 0);
         for (size_t i = 0; i < nvars; i++) {
-            uint64_t tag = strcmp(vars[i].name, "a") == 0   ? 10
-                           : strcmp(vars[i].name, "b") == 0 ? 12
-                                                            : 13;
-            uint8_t  want[NS * 8];
+            uint64_t       tag = strcmp(vars[i].name, "a") == 0   ? 10
+                                 : strcmp(vars[i].name, "b") == 0 ? 12
+                                                                  : 13;
+            static uint8_t want[MAX_BYTES];
             fill_pattern(want, vars[i].dtype, vars[i].nbytes / sr_dtype_size(vars[i].dtype), tag,
                          0);
             check_tensor_at(st, vars[i].id, NULL, -1, want, vars[i].nbytes);
@@ -215,17 +230,16 @@ check_store(const char *path)
 }
 
 static void
-test_crash_sigkill_mid_commit_leaves_one_whole_step(void **state)
+crash_rounds(store_fixture *f)
 {
-    store_fixture *f = *state;
-    const char    *env = getenv("SR_CRASH_SEED");
-    const char    *renv = getenv("SR_CRASH_ROUNDS");
-    unsigned       seed = env ? (unsigned)strtoul(env, NULL, 10) : 20240611u;
-    int            rounds = renv ? atoi(renv) : 60;
-    int64_t        prev = 0, g = 0;
-    sr_store_opts  o = crash_opts();
-    sr_store      *st = NULL;
-    int            killed_in_commit = 0;
+    const char   *env = getenv("SR_CRASH_SEED");
+    const char   *renv = getenv("SR_CRASH_ROUNDS");
+    unsigned      seed = env ? (unsigned)strtoul(env, NULL, 10) : 20240611u;
+    int           rounds = renv ? atoi(renv) : 60;
+    int64_t       prev = 0, g = 0;
+    sr_store_opts o = crash_opts();
+    sr_store     *st = NULL;
+    int           killed_in_commit = 0;
 
     print_message("crash test: seed %u (SR_CRASH_SEED=%u replays), %d rounds\n", seed, seed,
                   rounds);
@@ -261,11 +275,27 @@ test_crash_sigkill_mid_commit_leaves_one_whole_step(void **state)
     assert_true(g > 0); /* the children did commit: the kills hit a busy writer */
 }
 
+static void
+test_crash_sigkill_mid_commit_leaves_one_whole_step(void **state)
+{
+    page_size = 0;
+    crash_rounds(*state);
+}
+
+static void
+test_crash_small_pages_spilling_commits(void **state)
+{
+    page_size = 4096;
+    crash_rounds(*state);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_crash_sigkill_mid_commit_leaves_one_whole_step,
+                                        store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_crash_small_pages_spilling_commits,
                                         store_fixture_setup, store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
