@@ -18,9 +18,14 @@
  * VFS's buffer.
  *
  * The only sleep is the random delay before each kill: that is the test.
+ * In three rounds of four it starts once the child says it is committing
+ * (a pipe), so the kills land in commits however slowly the child starts
+ * (a loaded machine, a sanitizer build); in the fourth it starts at the
+ * fork, so kills land in the start-up (open, declare) too.
  * SR_CRASH_SEED=N replays a run; SR_CRASH_ROUNDS=N changes the count.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -78,10 +83,11 @@ crash_opts(void)
     return o;
 }
 
-/* The child: declare (idempotent), mark ready, then commit g+1, g+2 ...
- * until killed.  Exits (never returns) with a nonzero code on any error. */
+/* The child: declare (idempotent), mark ready, write a byte to `ready`,
+ * then commit g+1, g+2 ... until killed.  Exits (never returns) with a
+ * nonzero code on any error. */
 static void
-child_run(const char *path)
+child_run(const char *path, int ready)
 {
     static float   a[NA], m[NA];
     static int64_t b[NB];
@@ -107,6 +113,10 @@ child_run(const char *path)
         sr_store_set_ready(st) != SR_OK || sr_store_get_info(st, &info) != SR_OK) {
         _exit(11);
     }
+    if (write(ready, "r", 1) != 1) {
+        _exit(14);
+    }
+    close(ready);
     for (int64_t g = info.global_step + 1;; g++) {
         uint8_t dirty[NS_CHUNKS] = {0};
         int     c = (int)(g % NS_CHUNKS);
@@ -250,13 +260,25 @@ crash_rounds(store_fixture *f)
         int             status = 0;
         long            delay_ms = 1 + (long)(rand_r(&seed) % 40);
         struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
-        pid_t           pid = fork();
+        int             fd[2];
 
+        assert_int_equal(pipe(fd), 0);
+        pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            child_run(f->path);
+            close(fd[0]);
+            child_run(f->path, fd[1]);
             _exit(13);
         }
+        close(fd[1]);
+        if (r % 4 != 0) {
+            /* Wait (up to a minute) for the child's byte, or its end. */
+            struct pollfd p = {.fd = fd[0], .events = POLLIN};
+            char          byte;
+            assert_int_equal(poll(&p, 1, 60000), 1);
+            assert_true(read(fd[0], &byte, 1) >= 0);
+        }
+        close(fd[0]);
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
         assert_int_equal(kill(pid, SIGKILL), 0);
