@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -624,9 +625,9 @@ bad_chain(raw *r, int n, int last)
 }
 
 typedef struct {
-    const char  *endpoint;
-    volatile int stop;
-    long         sent;
+    const char *endpoint;
+    atomic_int  stop; /* set by the test's thread */
+    long        sent;
 } hostile;
 
 /* Every class of bad message, over and over, without ever waiting. */
