@@ -973,6 +973,14 @@ timed_commit(coord *c, sr_store *st, const sr_store_commit *cm)
     return rc;
 }
 
+/* The mean of the timed commits, in ms (0 when none). */
+static double
+commit_mean_ms(const coord *c)
+{
+    uint64_t n = atomic_load(&c->commits);
+    return n ? (double)atomic_load(&c->commit_us) / 1000.0 / (double)n : 0.0;
+}
+
 static sr_err
 commit_now(coord *c)
 {
@@ -2330,11 +2338,10 @@ status_json(coord *c, sr_strbuf *b)
                      ck.inline_passes, ck.inline_max_us / 1000.0, ck.waits, ck.failures,
                      ck.max_frames);
     sr_strbuf_json_str(b, ck.last_error);
-    uint64_t n = atomic_load(&c->commits);
     sr_strbuf_printf(b,
                      "},\"commits\":{\"count\":%" PRIu64 ",\"mean_ms\":%.3f,\"max_ms\":%.3f"
                      ",\"last_ms\":%.3f,\"failures\":%" PRIu64 "}}",
-                     n, n ? atomic_load(&c->commit_us) / 1000.0 / (double)n : 0.0,
+                     atomic_load(&c->commits), commit_mean_ms(c),
                      atomic_load(&c->commit_max_us) / 1000.0,
                      atomic_load(&c->commit_last_us) / 1000.0, atomic_load(&c->commit_failures));
 }
@@ -2345,12 +2352,10 @@ status_json(coord *c, sr_strbuf *b)
 static void
 log_commits(const coord *c)
 {
-    uint64_t n = atomic_load(&c->commits);
-
     SR_LOG(SR_LOG_NOTICE, "COORD-COMMITS",
-           "count=%" PRIu64 " mean_ms=%.3f max_ms=%.3f failures=%" PRIu64, n,
-           n ? atomic_load(&c->commit_us) / 1000.0 / (double)n : 0.0,
-           atomic_load(&c->commit_max_us) / 1000.0, atomic_load(&c->commit_failures));
+           "count=%" PRIu64 " mean_ms=%.3f max_ms=%.3f failures=%" PRIu64, atomic_load(&c->commits),
+           commit_mean_ms(c), atomic_load(&c->commit_max_us) / 1000.0,
+           atomic_load(&c->commit_failures));
 }
 
 /* At shutdown: what the WAL checkpoints of the committing connection did. */

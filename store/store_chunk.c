@@ -732,6 +732,7 @@ commit_tx(sr_store *st, const sr_store_commit *c, int64_t *keep, int *new_tensor
     int64_t g = c->global_step, stored = 0, oldest = 0;
     size_t  nkeep = 0;
 
+    st->npend = 0;
     if ((rc = sr__store_cache_load(st)) != SR_OK ||
         (rc = sr__store_meta_i64(st, "global_step", &stored)) != SR_OK ||
         (rc = validate(st, c, stored)) != SR_OK ||
