@@ -105,6 +105,18 @@ assert_step(sr_store *st, int64_t id, size_t nelem, int64_t step)
     free(got);
 }
 
+/* Reopen the store in 4 KiB pages: it holds `step`, and verifies clean. */
+static void
+assert_reopened(const char *path, int64_t id, size_t nelem, int64_t step)
+{
+    sr_store *st = open_paged(path, 4096, 0);
+    char     *report = NULL;
+    assert_step(st, id, nelem, step);
+    assert_sr_ok(sr_store_verify(st, &report));
+    free(report);
+    sr_store_close(st);
+}
+
 static void
 test_small_commit_is_one_wal_write(void **state)
 {
@@ -130,12 +142,7 @@ test_small_commit_is_one_wal_write(void **state)
     assert_int_equal(done, 50);
     sr_store_close(rd);
     sr_store_close(st);
-    st = open_paged(f->path, 4096, 0);
-    assert_step(st, id, NELEM, 51);
-    char *report = NULL;
-    assert_sr_ok(sr_store_verify(st, &report));
-    free(report);
-    sr_store_close(st);
+    assert_reopened(f->path, id, NELEM, 51);
 }
 
 static void
@@ -374,12 +381,7 @@ test_big_commit_writes_each_frame_once(void **state)
     }
     sr_store_close(st);
     sr_store_set_heap_limit(0);
-    st = open_paged(f->path, 4096, 0);
-    assert_step(st, id, N, 8);
-    char *report = NULL;
-    assert_sr_ok(sr_store_verify(st, &report));
-    free(report);
-    sr_store_close(st);
+    assert_reopened(f->path, id, N, 8);
     free(v);
 }
 
@@ -429,12 +431,7 @@ commit_cycles(store_fixture *f, int ckpt_inline, int reader, int cycles, sr_stor
         assert_true(most <= 32 + limit * (4096 + 24));
     }
     sr_store_close(st);
-    st = open_paged(f->path, 4096, 0);
-    assert_step(st, id, N, s);
-    char *report = NULL;
-    assert_sr_ok(sr_store_verify(st, &report));
-    free(report);
-    sr_store_close(st);
+    assert_reopened(f->path, id, N, s);
     free(v);
     return s;
 }
