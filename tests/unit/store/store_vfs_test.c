@@ -240,14 +240,18 @@ test_reader_process_sees_only_committed_steps(void **state)
  * file may not grow past a limit, a full disk as far as SQLite can tell);
  * exit 0 when that commit failed cleanly (SR_ENOSPC, or SR_ESTORE for an I/O error). */
 static int
-limited_writer(const char *path, int64_t id)
+limited_writer(const char *path, int64_t id, size_t nelem, int64_t step, off_t room, int64_t heap)
 {
     sr_store_opts o = small_opts(0, 3);
     sr_store     *st = NULL;
-    float         v[NELEM];
+    float        *v = calloc(nelem, sizeof(float));
     char          wal[700];
     struct stat   sb;
 
+    if (v == NULL) {
+        return 5;
+    }
+    sr_store_set_heap_limit(heap);
     o.page_size = 4096;
     o.sync = SR_STORE_SYNC_NORMAL;
     o.skip_quick_check = 1;
@@ -259,46 +263,64 @@ limited_writer(const char *path, int64_t id)
     if (stat(wal, &sb) != 0) {
         return 3;
     }
-    /* Room for part of one more commit (~9 frames of 4 KiB). */
-    struct rlimit rl = {.rlim_cur = (rlim_t)sb.st_size + 10000, .rlim_max = RLIM_INFINITY};
+    /* Room for part of one more commit. */
+    struct rlimit rl = {.rlim_cur = (rlim_t)(sb.st_size + room), .rlim_max = RLIM_INFINITY};
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0) {
         return 4;
     }
-    sr_err rc = commit_pattern(st, id, v, NELEM, 3);
+    sr_err rc = commit_pattern(st, id, v, nelem, step);
     sr_store_close(st);
+    free(v);
     return rc == SR_ENOSPC || rc == SR_ESTORE ? 0 : 10 + (int)rc;
 }
 
+/* Commit steps 1..last - 1 of an nelem variable in 4 KiB pages, then have
+ * a child commit step `last` with the WAL limited to `room` more bytes and
+ * SQLite's heap to `heap` (0: none): that commit fails, the store still
+ * holds step last - 1 (clean), and takes step last afterwards. */
 static void
-test_refused_wal_write_fails_the_commit(void **state)
+refused_commit(store_fixture *f, size_t nelem, int64_t last, off_t room, int64_t heap)
 {
-    store_fixture *f = *state;
-    sr_store      *st = open_paged(f->path, 4096, 0);
-    int64_t        id = declare_var(st, NELEM);
-    float          v[NELEM];
+    sr_store *st = open_paged(f->path, 4096, 0);
+    int64_t   id = declare_var(st, nelem);
+    float    *v = malloc(nelem * sizeof(float));
 
-    assert_sr_ok(commit_pattern(st, id, v, NELEM, 1));
-    assert_sr_ok(commit_pattern(st, id, v, NELEM, 2));
+    assert_non_null(v);
+    for (int64_t s = 1; s < last; s++) {
+        assert_sr_ok(commit_pattern(st, id, v, nelem, s));
+    }
     sr_store_close(st);
 
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        _exit(limited_writer(f->path, id));
+        _exit(limited_writer(f->path, id, nelem, last, room, heap));
     }
     assert_child_ok(pid);
 
-    /* Step 2 intact; step 3 never happened; the store takes it now. */
+    assert_reopened(f->path, id, nelem, last - 1);
     st = open_paged(f->path, 4096, 0);
-    assert_step(st, id, NELEM, 2);
-    char *report = NULL;
-    assert_sr_ok(sr_store_verify(st, &report));
-    free(report);
-    assert_sr_ok(commit_pattern(st, id, v, NELEM, 3));
+    assert_sr_ok(commit_pattern(st, id, v, nelem, last));
     sr_store_close(st);
-    st = open_paged(f->path, 4096, 0);
-    assert_step(st, id, NELEM, 3);
-    sr_store_close(st);
+    assert_reopened(f->path, id, nelem, last);
+    free(v);
+}
+
+static void
+test_refused_wal_write_fails_the_commit(void **state)
+{
+    /* Room for part of one small commit (~9 frames of 4 KiB). */
+    refused_commit(*state, NELEM, 3, 10000, 0);
+}
+
+/* The same for a big commit whose pages spill into the WAL before it ends
+ * (1 MiB in 4 KiB pages, SQLite's heap at 256 KiB, step 5 recycles its
+ * chunk's version so its bytes are written last): the refusal lands in a
+ * spill, in the middle of the chunk's bytes. */
+static void
+test_refused_wal_write_mid_spill(void **state)
+{
+    refused_commit(*state, 256 * 1024, 5, 500000, 256 << 10);
 }
 
 static void
@@ -580,6 +602,8 @@ main(void)
                                         store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_refused_wal_write_fails_the_commit,
                                         store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_wal_write_mid_spill, store_fixture_setup,
+                                        store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_commits_bigger_than_the_buffer, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_big_commit_writes_each_frame_once, store_fixture_setup,
