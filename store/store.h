@@ -259,12 +259,14 @@ sr_err sr_store_export(sr_store *st, const char *out_path, int64_t step);
 sr_err sr_store_verify(sr_store *st, char **report);
 
 /* Process-wide counts of the WAL writes of every store connection: the
- * writes SQLite made and the writes that reached the file once the syncrep
- * VFS gathered the small ones (docs/store.md, "The syncrep VFS").  For
- * diagnostics and tests. */
+ * writes SQLite made, the writes that reached the file once the syncrep
+ * VFS gathered the small ones, and the early writebacks it started at
+ * synchronous=FULL (docs/store.md, "The syncrep VFS").  For diagnostics
+ * and tests. */
 typedef struct {
     uint64_t wal_writes;
     uint64_t file_writes;
+    uint64_t writebacks;
 } sr_store_wal_stats;
 void sr_store_get_wal_stats(sr_store_wal_stats *out);
 

@@ -28,6 +28,9 @@
  * sr__store_vfs_init (idempotent, thread-safe; SQLITE_OK or an SQLite code). */
 #define SR_STORE_VFS "syncrep"
 int sr__store_vfs_init(void);
+/* sqlite3_file_control opcode of the syncrep VFS: *(int *)arg != 0 turns
+ * the early writeback of the connection's WAL on (store_vfs.c). */
+#define SR__FCNTL_WAL_WRITEBACK 0x53520001
 
 /* The background WAL checkpoint (store_ckpt.c).  setup: on a read-write
  * connection, install the commit hook that hands checkpoints to a thread

@@ -519,6 +519,10 @@ sr__store_setup(sr_store *st, int empty)
     if ((rc = sr__store_exec(st, sql)) != SR_OK) {
         return rc;
     }
+    /* At FULL a big commit's WAL writeback starts while its frames are
+     * written, not at its fsync (store_vfs.c); an optimisation only. */
+    int writeback = st->opts.sync == SR_STORE_SYNC_FULL;
+    (void)sqlite3_file_control(st->db, "main", SR__FCNTL_WAL_WRITEBACK, &writeback);
     if (st->opts.max_page_count > 0) {
         snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %lld",
                  (long long)st->opts.max_page_count);

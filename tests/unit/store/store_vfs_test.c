@@ -11,6 +11,7 @@
  * checkpoint_inline the committer does it all (docs/store.md,
  * "Checkpoints").
  */
+#include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -323,6 +324,61 @@ test_refused_wal_write_mid_spill(void **state)
     refused_commit(*state, 256 * 1024, 5, 500000, 256 << 10);
 }
 
+/* Open file descriptors of this process. */
+static int
+count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int  n = 0;
+    assert_non_null(d);
+    while (readdir(d) != NULL) {
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* synchronous=FULL: while a big commit writes its frames, the layer starts
+ * their writeback every MiB (so the commit's fsync finds most of it on
+ * disk); NORMAL, which syncs no commit, starts none.  The layer's own
+ * descriptor of the WAL is closed with the store; the steps read back. */
+static void
+test_full_commit_starts_writeback(void **state)
+{
+    enum { N = 1 << 20 }; /* 4 MiB of float32 */
+    store_fixture *f = *state;
+    float         *v = malloc(N * sizeof(float));
+    int            fds = count_fds();
+    int64_t        id = 0;
+
+    assert_non_null(v);
+    for (int full = 1; full >= 0; full--) {
+        sr_store_opts o = small_opts(0, 3);
+        sr_store     *st = NULL;
+        o.sync = full ? SR_STORE_SYNC_FULL : SR_STORE_SYNC_NORMAL;
+        assert_sr_ok(sr_store_open(f->path, &o, &st));
+        if (full) {
+            id = declare_var(st, N);
+        }
+        for (int64_t s = 1; s <= 3; s++) {
+            sr_store_wal_stats a, b;
+            int64_t            step = (full ? 0 : 3) + s;
+            sr_store_get_wal_stats(&a);
+            assert_sr_ok(commit_pattern(st, id, v, N, step));
+            sr_store_get_wal_stats(&b);
+            if (full) {
+                assert_true(b.writebacks - a.writebacks >= 3);
+            } else {
+                assert_int_equal(b.writebacks, a.writebacks);
+            }
+        }
+        sr_store_close(st);
+        assert_int_equal(count_fds(), fds);
+    }
+    assert_reopened(f->path, id, N, 6);
+    free(v);
+}
+
 static void
 remove_store(const char *path)
 {
@@ -607,6 +663,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_commits_bigger_than_the_buffer, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_big_commit_writes_each_frame_once, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_full_commit_starts_writeback, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_thread, store_fixture_setup,
                                         store_fixture_teardown),
