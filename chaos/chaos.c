@@ -1025,7 +1025,8 @@ sr__chaos_main(int argc, char **argv)
     c->t0 = sr_clock_now_ms() / 1000.0;
     run(c);
     zmq_close(c->zsock);
-    zmq_ctx_term(c->zctx);
+    while (zmq_ctx_term(c->zctx) != 0 && errno == EINTR) { /* a signal: wait on */
+    }
 
     /* Verify from the store. */
     memset(checks, 0, sizeof(checks));

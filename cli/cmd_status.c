@@ -154,7 +154,8 @@ out:
         zmq_close(sock);
     }
     if (ctx != NULL) {
-        zmq_ctx_term(ctx);
+        while (zmq_ctx_term(ctx) != 0 && errno == EINTR) {
+        }
     }
     return rc;
 }

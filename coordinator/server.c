@@ -2636,7 +2636,11 @@ coord_free(coord *c)
         zmq_close(c->sock);
     }
     if (c->ctx != NULL) {
-        zmq_ctx_term(c->ctx); /* after it, no pull slot is written any more */
+        /* After it, no pull slot is written any more.  A signal (a second
+         * SIGTERM) interrupts it with EINTR before the I/O thread is done:
+         * go on waiting, or the slots below would be freed under it. */
+        while (zmq_ctx_term(c->ctx) != 0 && errno == EINTR) {
+        }
     }
     for (size_t i = 0; i < c->nclients; i++) {
         free(c->clients[i].held);

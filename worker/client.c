@@ -767,7 +767,10 @@ sr_client_close(sr_client *c)
         zmq_close(c->sock);
     }
     if (c->ctx != NULL) {
-        zmq_ctx_term(c->ctx);
+        /* A signal interrupts it (EINTR) before the I/O thread is done with
+         * what refers to this client: wait on. */
+        while (zmq_ctx_term(c->ctx) != 0 && errno == EINTR) {
+        }
     }
     free(c->endpoint);
     free(c);

@@ -871,7 +871,8 @@ zsock_close(void *ctx, void *sock)
         zmq_close(sock);
     }
     if (ctx != NULL) {
-        zmq_ctx_term(ctx);
+        while (zmq_ctx_term(ctx) != 0 && errno == EINTR) { /* a signal: wait on */
+        }
     }
 }
 

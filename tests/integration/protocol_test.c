@@ -1109,7 +1109,7 @@ test_protocol_push_step_sends_from_the_callers_buffer(void **state)
     sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", NULL);
     memset(&o, 0, sizeof(o));
     o.endpoint = h.endpoint;
-    o.timeout_ms = 1000;
+    o.timeout_ms = 5000; /* the last step times out; enough for a slow start (sanitizers) */
     assert_sr_ok(sr_client_open(&c, &o));
     assert_sr_ok(sr_client_declare(c, "w", SR_FLOAT64, 1, shape, w));
     assert_sr_ok(sr_client_ready(c));
