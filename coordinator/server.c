@@ -32,6 +32,7 @@
 #include "core/clock.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/mem.h"
 #include "core/strbuf.h"
 #include "store/store.h"
 #include "wire/wire.h"
@@ -191,24 +192,6 @@ typedef struct coord {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static void *
-grow_array(void *p, size_t *cap, size_t need, size_t elem)
-{
-    size_t nc = *cap ? *cap : 8;
-    void  *q;
-    if (need <= *cap) {
-        return p;
-    }
-    while (nc < need) {
-        nc *= 2;
-    }
-    if ((q = realloc(p, nc * elem)) == NULL) {
-        return NULL;
-    }
-    *cap = nc;
-    return q;
-}
-
 static vbuf *
 vbuf_new(size_t bytes)
 {
@@ -357,7 +340,7 @@ get_worker(coord *c, int32_t task)
             return &c->workers[i];
         }
     }
-    worker *w = grow_array(c->workers, &c->cap_workers, c->nworkers + 1, sizeof(*w));
+    worker *w = sr_grow_array(c->workers, &c->cap_workers, c->nworkers + 1, sizeof(*w));
     if (w == NULL) {
         return NULL;
     }
@@ -702,7 +685,7 @@ add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots)
     if ((rc = index_reserve(c)) != SR_OK) {
         return rc;
     }
-    v = grow_array(c->vars, &c->cap_vars, c->nvars + 1, sizeof(*v));
+    v = sr_grow_array(c->vars, &c->cap_vars, c->nvars + 1, sizeof(*v));
     if (v == NULL) {
         return sr_fail(SR_ENOMEM, "variable table");
     }
@@ -797,7 +780,7 @@ log_contribs(coord *c, const cvar *v, uint32_t p, int64_t step)
     if (!c->o->step_log) {
         return SR_OK;
     }
-    l = grow_array(c->log, &c->cap_log, c->nlog + (size_t)a->count, sizeof(*l));
+    l = sr_grow_array(c->log, &c->cap_log, c->nlog + (size_t)a->count, sizeof(*l));
     if (l == NULL) {
         return sr_fail(SR_ENOMEM, "step log of %zu rows", c->nlog + (size_t)a->count);
     }
@@ -1684,7 +1667,7 @@ push_reply(coord *c, req_ctx *r, int outcome)
     if (cl->nheld >= PUSH_REPLY_HOLD_MAX) {
         flush_held(c, cl);
     }
-    held_reply *q = grow_array(cl->held, &cl->cap_held, cl->nheld + 1, sizeof(*q));
+    held_reply *q = sr_grow_array(cl->held, &cl->cap_held, cl->nheld + 1, sizeof(*q));
     if (q == NULL) { /* no memory: answer now, after what is held */
         flush_held(c, cl);
         send_reply(c, cl->rid, cl->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
@@ -1868,7 +1851,7 @@ static sr_err
 split_sparse(coord *c, cvar *v, const int64_t *idx, const void *rows, uint64_t n)
 {
     size_t    row_bytes = (size_t)(v->row_elems * sr_dtype_size(v->meta.dtype));
-    int64_t  *si = grow_array(c->sp_idx, &c->sp_idx_cap, (size_t)n, sizeof(*si));
+    int64_t  *si = sr_grow_array(c->sp_idx, &c->sp_idx_cap, (size_t)n, sizeof(*si));
     uint64_t *st;
     uint8_t  *sr;
 
@@ -1876,11 +1859,11 @@ split_sparse(coord *c, cvar *v, const int64_t *idx, const void *rows, uint64_t n
         return sr_fail(SR_ENOMEM, "%" PRIu64 " sparse rows", n);
     }
     c->sp_idx = si;
-    if ((sr = grow_array(c->sp_rows, &c->sp_rows_cap, (size_t)n * row_bytes, 1)) == NULL) {
+    if ((sr = sr_grow_array(c->sp_rows, &c->sp_rows_cap, (size_t)n * row_bytes, 1)) == NULL) {
         return sr_fail(SR_ENOMEM, "%" PRIu64 " sparse rows", n);
     }
     c->sp_rows = sr;
-    if ((st = grow_array(c->sp_start, &c->sp_start_cap, (size_t)v->nparts + 1, sizeof(*st))) ==
+    if ((st = sr_grow_array(c->sp_start, &c->sp_start_cap, (size_t)v->nparts + 1, sizeof(*st))) ==
         NULL) {
         return sr_fail(SR_ENOMEM, "%u partitions", v->nparts);
     }
@@ -2068,7 +2051,7 @@ client_for(coord *c, const sr_wire_header *h, const uint8_t *rid, size_t rid_len
     client *cl = find_client(c, h->client_id);
 
     if (cl == NULL) {
-        cl = grow_array(c->clients, &c->cap_clients, c->nclients + 1, sizeof(*cl));
+        cl = sr_grow_array(c->clients, &c->cap_clients, c->nclients + 1, sizeof(*cl));
         if (cl == NULL) {
             return NULL;
         }

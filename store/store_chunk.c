@@ -30,24 +30,17 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/mem.h"
 #include "store/store_int.h"
 
 static sr_err
 scratch_reserve(sr_store *st, size_t pairs)
 {
-    if (pairs <= st->scratch_cap) {
-        return SR_OK;
-    }
-    size_t   cap = st->scratch_cap ? st->scratch_cap * 2 : 16;
-    int64_t *p;
-    while (cap < pairs) {
-        cap *= 2;
-    }
-    if ((p = realloc(st->scratch, cap * 2 * sizeof(*p))) == NULL) {
-        return sr__store_fail(st, SR_ENOMEM, "chunk version list (%zu)", cap);
+    int64_t *p = sr_grow_array(st->scratch, &st->scratch_cap, pairs, 2 * sizeof(*p));
+    if (p == NULL) {
+        return sr__store_fail(st, SR_ENOMEM, "chunk version list (%zu)", pairs);
     }
     st->scratch = p;
-    st->scratch_cap = cap;
     return SR_OK;
 }
 
@@ -111,15 +104,11 @@ blob_write_at(sr_store *st, sqlite3_blob **blob, int64_t data_id, size_t size, c
 static sr_err
 queue_write(sr_store *st, int64_t data_id, const uint8_t *src, size_t size)
 {
-    if (st->npend == st->pend_cap) {
-        size_t       cap = st->pend_cap ? st->pend_cap * 2 : 16;
-        store_write *p = realloc(st->pend, cap * sizeof(*p));
-        if (p == NULL) {
-            return sr__store_fail(st, SR_ENOMEM, "chunk write list (%zu)", cap);
-        }
-        st->pend = p;
-        st->pend_cap = cap;
+    store_write *p = sr_grow_array(st->pend, &st->pend_cap, st->npend + 1, sizeof(*p));
+    if (p == NULL) {
+        return sr__store_fail(st, SR_ENOMEM, "chunk write list (%zu)", st->npend + 1);
     }
+    st->pend = p;
     st->pend[st->npend++] = (store_write){data_id, src, size};
     return SR_OK;
 }

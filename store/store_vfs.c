@@ -134,6 +134,18 @@ wb_note(shim_file *w, sqlite3_int64 off, size_t n)
     }
 }
 
+/* One write that reaches the WAL file: counted, and noted for writeback. */
+static int
+wal_write(shim_file *w, const void *p, int n, sqlite3_int64 off)
+{
+    atomic_fetch_add_explicit(&n_file_writes, 1, memory_order_relaxed);
+    int rc = w->real->pMethods->xWrite(w->real, p, n, off);
+    if (rc == SQLITE_OK && n > 0) {
+        wb_note(w, off, (size_t)n);
+    }
+    return rc;
+}
+
 static int
 wal_flush(shim_file *w)
 {
@@ -143,12 +155,7 @@ wal_flush(shim_file *w)
     size_t n = w->len;
     w->len = 0;
     w->commit_next = 0;
-    atomic_fetch_add_explicit(&n_file_writes, 1, memory_order_relaxed);
-    int rc = w->real->pMethods->xWrite(w->real, w->buf, (int)n, w->off);
-    if (rc == SQLITE_OK) {
-        wb_note(w, w->off, n);
-    }
-    return rc;
+    return wal_write(w, w->buf, (int)n, w->off);
 }
 
 /* Before any operation but a buffered write: the WAL's pending bytes reach
@@ -202,14 +209,7 @@ shim_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off)
         if ((rc = flush(f)) != SQLITE_OK) {
             return rc;
         }
-        if (!s->is_wal) {
-            return R(f)->xWrite(s->real, p, n, off);
-        }
-        atomic_fetch_add_explicit(&n_file_writes, 1, memory_order_relaxed);
-        if ((rc = R(f)->xWrite(s->real, p, n, off)) == SQLITE_OK && n > 0) {
-            wb_note(s, off, (size_t)n);
-        }
-        return rc;
+        return s->is_wal ? wal_write(s, p, n, off) : R(f)->xWrite(s->real, p, n, off);
     }
     if (s->len > 0 && (off != s->off + (sqlite3_int64)s->len || s->len + (size_t)n > WAL_BUF)) {
         int commit = s->commit_next;

@@ -35,6 +35,7 @@
 
 #include "core/clock.h"
 #include "core/dtype.h"
+#include "core/mem.h"
 #include "syncrep/syncrep.h"
 #include "wire/wire.h"
 
@@ -838,15 +839,11 @@ sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim, c
             return fail(c, SR_EEXIST, "declare %s: already declared by this client", name);
         }
     }
-    if (c->ndecls == c->cap_decls) {
-        size_t nc = c->cap_decls ? c->cap_decls * 2 : 16;
-        decl  *p = realloc(c->decls, nc * sizeof(*p));
-        if (p == NULL) {
-            return fail(c, SR_ENOMEM, "declare %s", name);
-        }
-        c->decls = p;
-        c->cap_decls = nc;
+    decl *grown = sr_grow_array(c->decls, &c->cap_decls, c->ndecls + 1, sizeof(*grown));
+    if (grown == NULL) {
+        return fail(c, SR_ENOMEM, "declare %s", name);
     }
+    c->decls = grown;
     d = &c->decls[c->ndecls];
     memset(d, 0, sizeof(*d));
     snprintf(d->name, sizeof(d->name), "%s", name);
