@@ -69,8 +69,9 @@ static const char usage_text[] =
     "                                about K KiB along their first dimension, each its own\n"
     "                                accumulator and message (2048; 0 = never)\n"
     "  --partition-bytes B           the same in bytes (tests: tiny partitions)\n"
-    "  --max-message-mib M           largest message frame accepted (64; at least the\n"
-    "                                largest stored variable + 1 MiB)\n"
+    "  --max-message-mib M           largest request accepted (64; raised to the largest\n"
+    "                                stored variable + 1 MiB; initial values above it are\n"
+    "                                declared in parts)\n"
     "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n";
 
 static int

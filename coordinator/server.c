@@ -160,12 +160,19 @@ typedef struct coord {
     int64_t              pending_release; /* tokens to release once committed */
     int64_t              last_rate_ms, last_rate_step;
     uint64_t             malformed;
-    uint64_t             max_var_bytes;   /* the largest variable's size */
-    uint64_t             total_var_bytes; /* all variables' sizes */
-    uint32_t            *index;           /* find_var's name index */
-    size_t               index_cap;
-    int64_t              last_malformed_log_ms;
-    double               steps_per_s;
+    uint64_t             max_var_bytes; /* the largest variable's size */
+    int64_t              max_msg;       /* ZMQ_MAXMSGSIZE, announced in HELLO replies */
+    /* The chief's declaration whose initial value is arriving in parts
+     * (DECLARE flagged SR_WIRE_DECLARE_PART): its descriptor, the value's
+     * buffer (NULL: none) and how many of its first bytes have arrived. */
+    sr_wire_vardesc pdecl;
+    vbuf           *pdecl_vb;
+    uint64_t        pdecl_got;
+    uint64_t        total_var_bytes; /* all variables' sizes */
+    uint32_t       *index;           /* find_var's name index */
+    size_t          index_cap;
+    int64_t         last_malformed_log_ms;
+    double          steps_per_s;
     /* --commit async: a writer thread with its own store connection commits
      * a snapshot of step g while the loop goes on with g + 1. */
     sr_store          *wst; /* the writer's connection */
@@ -1430,7 +1437,11 @@ static void send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar
 static void
 handle_hello(coord *c, req_ctx *r)
 {
-    sr_wire_hello_rep rep = {c->global_step,       (uint8_t)c->model_ready, c->o->R, c->o->N, 0,
+    sr_wire_hello_rep rep = {c->global_step,
+                             (uint8_t)c->model_ready,
+                             c->o->R,
+                             c->o->N,
+                             c->max_msg > 0 ? (uint64_t)c->max_msg : 0,
                              c->o->partition_bytes};
     uint8_t           buf[SR_WIRE_BODY_MAX];
     size_t            n = sr_wire_hello_rep_encode(&rep, buf, sizeof(buf));
@@ -1465,20 +1476,113 @@ describe(int dtype, int ndim, const int64_t *shape, char *buf, size_t len)
     snprintf(buf, len, "%s%s", sr_dtype_name(dtype), s);
 }
 
+/* Is b the same declaration as a (name, dtype, shape, trainability)? */
+static int
+same_decl(const sr_wire_vardesc *a, const sr_wire_vardesc *b)
+{
+    return strcmp(a->name, b->name) == 0 && a->dtype == b->dtype && a->ndim == b->ndim &&
+           memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(a->shape[0])) == 0 &&
+           ((a->flags ^ b->flags) & SR_DECLARE_NOT_TRAINABLE) == 0;
+}
+
+static void
+pdecl_drop(coord *c)
+{
+    vbuf_release(c->pdecl_vb);
+    c->pdecl_vb = NULL;
+    c->pdecl_got = 0;
+}
+
+/* One part of the chief's initial value of d (nbytes in all): frame 1 its
+ * pushdesc p, frame 2 its bytes.  The parts go in order from byte 0 (a
+ * part at 0 of another declaration starts that one; one already taken may
+ * come again).  Returns the value's buffer once its last byte is in;
+ * otherwise NULL, having answered the part. */
+static vbuf *
+declare_part(coord *c, req_ctx *r, const sr_wire_vardesc *d, const sr_wire_pushdesc *p,
+             uint64_t nbytes)
+{
+    size_t len = zmq_msg_size(&r->body[2]);
+    int    same = c->pdecl_vb != NULL && same_decl(&c->pdecl, d);
+
+    if (len == 0 || p->offset > nbytes || len > nbytes - p->offset) {
+        REPLY_ERR(r, SR_EINVAL,
+                  "declare %s: a part of %zu bytes at byte %" PRIu64 " is outside its %" PRIu64
+                  " bytes",
+                  d->name, len, p->offset, nbytes);
+        return NULL;
+    }
+    if (p->offset == 0 && !same) {
+        pdecl_drop(c);
+        if ((c->pdecl_vb = vbuf_new((size_t)nbytes)) == NULL) {
+            REPLY_ERR(r, SR_ENOMEM, "variable %s: %" PRIu64 " bytes", d->name, nbytes);
+            return NULL;
+        }
+        c->pdecl = *d;
+    } else if (!same || p->offset > c->pdecl_got) {
+        REPLY_ERR(r, SR_EINVAL,
+                  "declare %s: a part at byte %" PRIu64 ", but %" PRIu64
+                  " bytes of its initial value have arrived (the parts go in order from byte 0)",
+                  d->name, p->offset, same ? c->pdecl_got : 0);
+        return NULL;
+    }
+    memcpy(c->pdecl_vb->data + p->offset, zmq_msg_data(&r->body[2]), len);
+    if (p->offset + len > c->pdecl_got) {
+        c->pdecl_got = p->offset + len;
+    }
+    if (c->pdecl_got < nbytes) {
+        send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
+        return NULL;
+    }
+    vbuf *vb = c->pdecl_vb;
+    c->pdecl_vb = NULL;
+    c->pdecl_got = 0;
+    return vb;
+}
+
+/* DECLARE's frames: vardesc, then the whole initial value (optional), or
+ * (flag SR_WIRE_DECLARE_PART) a pushdesc and one part of it. */
+static sr_err
+declare_frames(const req_ctx *r, sr_wire_vardesc *d, sr_wire_pushdesc *p)
+{
+    if (r->nbody < 1) {
+        return sr_fail(SR_EPROTO, "no descriptor");
+    }
+    sr_err rc = sr_wire_vardesc_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), d);
+    if (rc != SR_OK) {
+        return rc;
+    }
+    if (!(d->flags & SR_WIRE_DECLARE_PART)) {
+        return r->nbody <= 2 ? SR_OK : sr_fail(SR_EPROTO, "%d frames, at most 2", r->nbody);
+    }
+    if (r->nbody != 3) {
+        return sr_fail(SR_EPROTO, "a part: %d frames, not 3", r->nbody);
+    }
+    if ((rc = sr_wire_pushdesc_decode(zmq_msg_data(&r->body[1]), zmq_msg_size(&r->body[1]), p)) !=
+        SR_OK) {
+        return rc;
+    }
+    if (strcmp(p->name, d->name) != 0 || p->dtype != d->dtype ||
+        p->count != zmq_msg_size(&r->body[2])) {
+        return sr_fail(SR_EPROTO, "a part's descriptor does not match its variable or its bytes");
+    }
+    return SR_OK;
+}
+
 static void
 handle_declare(coord *c, req_ctx *r)
 {
-    sr_wire_vardesc d;
-    sr_store_var    meta;
-    uint64_t        nbytes;
-    cvar           *v;
-    int             trainable;
-    const void     *init = NULL;
-    char            have[200], want[200];
+    sr_wire_vardesc  d;
+    sr_wire_pushdesc p;
+    sr_store_var     meta;
+    uint64_t         nbytes;
+    cvar            *v;
+    int              trainable;
+    vbuf            *vb;
+    char             have[200], want[200];
 
-    if (r->nbody < 1 || r->nbody > 2 ||
-        sr_wire_vardesc_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &d) != SR_OK) {
-        REPLY_ERR(r, SR_EPROTO, "DECLARE: %s", r->nbody < 1 ? "no descriptor" : sr_errdetail());
+    if (declare_frames(r, &d, &p) != SR_OK) {
+        REPLY_ERR(r, SR_EPROTO, "DECLARE: %s", sr_errdetail());
         return;
     }
     if (sr_shape_bytes(d.dtype, d.ndim, d.shape, &nbytes) != SR_OK) {
@@ -1514,23 +1618,25 @@ handle_declare(coord *c, req_ctx *r)
             c->model_ready ? "" : " (model not ready yet)");
         return;
     }
-    if (r->nbody == 2) {
-        if (zmq_msg_size(&r->body[1]) != nbytes) {
+    if (d.flags & SR_WIRE_DECLARE_PART) {
+        if ((vb = declare_part(c, r, &d, &p, nbytes)) == NULL) {
+            return; /* answered: more parts to come, or refused */
+        }
+    } else {
+        if (r->nbody == 2 && zmq_msg_size(&r->body[1]) != nbytes) {
             REPLY_ERR(r, SR_EINVAL, "variable %s %s: initial value is %zu bytes, expected %" PRIu64,
                       d.name, want, zmq_msg_size(&r->body[1]), nbytes);
             return;
         }
-        init = zmq_msg_data(&r->body[1]);
-    }
-    vbuf *vb = vbuf_new((size_t)nbytes);
-    if (vb == NULL) {
-        REPLY_ERR(r, SR_ENOMEM, "variable %s: %" PRIu64 " bytes", d.name, nbytes);
-        return;
-    }
-    if (init != NULL) {
-        memcpy(vb->data, init, (size_t)nbytes);
-    } else {
-        memset(vb->data, 0, (size_t)nbytes);
+        if ((vb = vbuf_new((size_t)nbytes)) == NULL) {
+            REPLY_ERR(r, SR_ENOMEM, "variable %s: %" PRIu64 " bytes", d.name, nbytes);
+            return;
+        }
+        if (r->nbody == 2) {
+            memcpy(vb->data, zmq_msg_data(&r->body[1]), (size_t)nbytes);
+        } else {
+            memset(vb->data, 0, (size_t)nbytes);
+        }
     }
     sr_err rc = sr_store_declare(c->st, d.name, d.dtype, d.ndim, d.shape, trainable, vb->data,
                                  (size_t)nbytes, &meta.id, NULL);
@@ -1545,9 +1651,13 @@ handle_declare(coord *c, req_ctx *r)
         REPLY_ERR(r, rc, "declare %s: %s", d.name, sr_errdetail());
         return;
     }
+    if (c->pdecl_vb != NULL && strcmp(c->pdecl.name, d.name) == 0) {
+        pdecl_drop(c); /* an unfinished attempt at the same variable */
+    }
     SR_LOG(SR_LOG_NOTICE, "COORD-DECLARE",
-           "variable=%s type=%s bytes=%" PRIu64 " trainable=%d global_step=%" PRId64 "%s", d.name,
+           "variable=%s type=%s bytes=%" PRIu64 " trainable=%d global_step=%" PRId64 "%s%s", d.name,
            want, nbytes, trainable, c->global_step,
+           (d.flags & SR_WIRE_DECLARE_PART) ? " (in parts)" : "",
            c->model_ready ? " (added to a ready model)" : "");
     send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
 }
@@ -2453,6 +2563,7 @@ open_socket(coord *c)
         }
     }
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+    c->max_msg = maxmsg;
     if (c->o->curve_secret_key_file != NULL) {
         rc = sr__auth_open(c->ctx, c->sock, c->o->curve_secret_key_file, c->o->authorized_keys,
                            &c->auth);
@@ -2613,6 +2724,7 @@ coord_free(coord *c)
     free(c->sp_idx);
     free(c->sp_rows);
     free(c->sp_start);
+    pdecl_drop(c);
     sr__tokens_destroy(&c->tokens);
     sr__auth_close(c->auth);
     if (c->sock != NULL) {

@@ -30,7 +30,8 @@
 /* Message types.  Never renumber or reuse a value. */
 typedef enum {
     SR_MSG_HELLO = 1,       /* -> HELLO|R with sr_wire_hello_rep */
-    SR_MSG_DECLARE = 2,     /* frame1 vardesc, frame2 initial value (optional) */
+    SR_MSG_DECLARE = 2,     /* frame1 vardesc, frame2 initial value (optional), or
+                               (SR_WIRE_DECLARE_PART) pushdesc + one part of it */
     SR_MSG_READY = 3,       /* frame1 sr_wire_ready_req -> sr_wire_ready_rep */
     SR_MSG_PULL = 4,        /* frame1 name -> frame1 vardesc, frame2 data */
     SR_MSG_PUSH = 5,        /* frame1 pushdesc (count = bytes), frame2 data -> push_rep */
@@ -44,6 +45,9 @@ typedef enum {
 
 /* sr_wire_vardesc.flags: SR_DECLARE_NOT_TRAINABLE (0x1, syncrep.h) and: */
 #define SR_WIRE_DECLARE_CHECK_ONLY 0x2u /* DECLARE: never create, only check */
+#define SR_WIRE_DECLARE_PART                                 \
+    0x4u /* DECLARE: frame 2 a pushdesc, frame 3 one part of \
+            the initial value (docs/protocol.md) */
 
 /* Header flags. */
 #define SR_WIRE_F_RESEND    0x1u /* this request is a resend of the same request_id */

@@ -49,6 +49,10 @@
 #define PIPE_PUSH_MAX  (1u << 20)
 #define PIPE_MAX_BYTES (4u << 20)
 #define PIPE_MAX_COUNT 256 /* well under the DEALER's send HWM (1000): never blocks */
+/* An initial value above this goes in parts of at most this size (when the
+ * coordinator announced its message limit; docs/protocol.md, DECLARE). */
+#define DECLARE_PART_MAX (8u << 20)
+#define HEADROOM         (64u << 10) /* a part's header and descriptors, generously */
 
 typedef struct decl {
     char     name[SR_WIRE_MAX_NAME + 1];
@@ -109,7 +113,8 @@ struct sr_client {
     int             npend_ext;              /* unanswered pushes sent from a caller's buffer */
     int             wait_ext;               /* rpc type 0: ... or until npend_ext is 0 */
     uint64_t        part_bytes;             /* the coordinator's partition size (HELLO) */
-    int             connects;               /* CONNECTED events seen */
+    uint64_t        max_msg;     /* the largest request it accepts (HELLO; 0: not announced) */
+    int             connects;    /* CONNECTED events seen */
     int             deferred_rc; /* a pipelined push's refusal, reported by the next step */
     char            deferred_err[1024];
     sr_client_stats stats;
@@ -595,6 +600,7 @@ hello(sr_client *c)
         c->global_step = rep.global_step;
         c->model_ready = rep.model_ready;
         c->part_bytes = rep.partition_bytes;
+        c->max_msg = rep.max_message_bytes;
         c->chain_ok = (c->rh.flags & SR_WIRE_F_CHAIN) != 0;
         return SR_OK;
     }
@@ -783,6 +789,55 @@ sr_client_error(const sr_client *c)
     return c != NULL ? c->err : "NULL client";
 }
 
+/* A request whose frames hold `bytes`: refused here when the coordinator
+ * announced it takes no message that big (ZeroMQ would drop the connection
+ * and the call would only time out). */
+static int
+check_size(sr_client *c, const char *what, const char *name, uint64_t bytes)
+{
+    if (c->max_msg == 0 || bytes <= c->max_msg) {
+        return SR_OK;
+    }
+    return fail(c, SR_EINVAL,
+                "%s %s: a message of %" PRIu64 " bytes, more than the coordinator at %s accepts "
+                "(%" PRIu64 " bytes; its --max-message-mib)",
+                what, name, bytes, c->endpoint, c->max_msg);
+}
+
+/* An initial value too big for one message, in parts of `part` bytes: each
+ * a DECLARE flagged SR_WIRE_DECLARE_PART (vardesc, pushdesc, the bytes), in
+ * order from byte 0; the coordinator creates the variable with the last. */
+static int
+declare_parts(sr_client *c, const decl *d, frame *vdf, size_t part)
+{
+    uint8_t buf[SR_WIRE_BODY_MAX];
+    frame   f[3] = {*vdf};
+
+    for (size_t off = 0; off < d->nbytes; off += part) {
+        sr_wire_pushdesc p;
+        size_t           len = d->nbytes - off < part ? d->nbytes - off : part;
+
+        memset(&p, 0, sizeof(p));
+        memcpy(p.name, d->name, sizeof(p.name));
+        p.dtype = (uint8_t)d->dtype;
+        p.count = len;
+        p.offset = off;
+        f[1] = (frame){buf, sr_wire_pushdesc_encode(&p, buf, sizeof(buf))};
+        f[2] = (frame){(const uint8_t *)d->init + off, len};
+        if (f[1].len == 0) {
+            return fail(c, SR_EINVAL, "declare %s: cannot encode", d->name);
+        }
+        int rc = rpc(c, SR_MSG_DECLARE, 0, 0, f, 3, 0);
+        if (rc != SR_OK) {
+            return rc; /* RESTARTED included: resync declares it again, from byte 0 */
+        }
+        if (c->rh.status != SR_OK) {
+            return reply_error(c, "declare");
+        }
+    }
+    return SR_OK;
+}
+
 static int
 declare_one(sr_client *c, const decl *d, int check_only)
 {
@@ -790,6 +845,11 @@ declare_one(sr_client *c, const decl *d, int check_only)
     uint8_t         buf[SR_WIRE_BODY_MAX];
     frame           f[2];
     int             nf = 1, rc;
+    /* Parts only to a coordinator that announced its limit (older ones did
+     * not, and do not know parts). */
+    size_t part = c->max_msg > HEADROOM ? (size_t)(c->max_msg - HEADROOM) : 0;
+
+    part = part < DECLARE_PART_MAX ? part : DECLARE_PART_MAX;
 
     memset(&vd, 0, sizeof(vd));
     memcpy(vd.name, d->name, sizeof(vd.name));
@@ -803,6 +863,14 @@ declare_one(sr_client *c, const decl *d, int check_only)
         return fail(c, SR_EINVAL, "declare %s: cannot encode", d->name);
     }
     if (!check_only && d->init != NULL) {
+        if (part > 0 && d->nbytes > part) {
+            vd.flags |= SR_WIRE_DECLARE_PART;
+            f[0].len = sr_wire_vardesc_encode(&vd, buf, sizeof(buf));
+            return declare_parts(c, d, &f[0], part);
+        }
+        if ((rc = check_size(c, "declare", d->name, f[0].len + d->nbytes)) != SR_OK) {
+            return rc;
+        }
         f[1].data = d->init;
         f[1].len = d->nbytes;
         nf = 2;
@@ -1287,12 +1355,20 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
         sr_wire_layout l = sr_wire_partition_layout(bytes, d->ndim, d->shape[0], c->part_bytes);
         if (l.nparts > 1) {
             sr_wire_pushdesc p;
+            size_t           part = (size_t)(l.part_rows * (bytes / l.rows));
+            if ((rc = check_size(c, "push", name, f[0].len + part)) != SR_OK) {
+                return rc;
+            }
             memset(&p, 0, sizeof(p));
             snprintf(p.name, sizeof(p.name), "%s", name);
             p.dtype = (uint8_t)d->dtype;
-            return push_partitioned(c, name, &p, grad, bytes,
-                                    (size_t)(l.part_rows * (bytes / l.rows)));
+            return push_partitioned(c, name, &p, grad, bytes, part);
         }
+    }
+    if ((rc = check_size(c, "push", name, f[0].len + bytes)) != SR_OK) {
+        return rc;
+    }
+    if (!c->tainted && d != NULL && d->nbytes == bytes) {
         if (bytes <= PIPE_PUSH_MAX || c->hold_next) {
             return push_pipelined(c, name, f);
         }
@@ -1322,6 +1398,9 @@ sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const int64_
     f[1].len = nrows * sizeof(int64_t);
     f[2].data = rows;
     f[2].len = rows_bytes;
+    if ((rc = check_size(c, "push", name, f[0].len + f[1].len + rows_bytes)) != SR_OK) {
+        return rc;
+    }
     return push_common(c, SR_MSG_PUSH_SPARSE, name, f, 3);
 }
 

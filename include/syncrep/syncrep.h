@@ -80,7 +80,9 @@ const char *sr_client_error(const sr_client *c);
  * untouched); a new variable declared later is created and logged.
  * Non-chief workers may declare too: it checks the variable exists with that
  * dtype and shape once the model is ready (initial_value may be NULL).
- * ndim 0 is a scalar; ndim <= 8.  Blocks for one round trip. */
+ * ndim 0 is a scalar; ndim <= 8.  Blocks for one round trip (one per
+ * 8 MiB part of a bigger initial value, which goes in parts so that no
+ * message exceeds the coordinator's limit: docs/protocol.md, DECLARE). */
 int sr_client_declare(sr_client *c, const char *name, sr_dtype dtype, int ndim,
                       const int64_t *shape, const void *initial_value);
 
@@ -116,7 +118,9 @@ int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
  * last are answered, and the last (copied) is pipelined the same way
  * (docs/protocol.md, Partitions).  Any other push returns once the
  * coordinator has answered it.  A partition counts in sr_client_stats as a
- * push of its own. */
+ * push of its own.  A message above the coordinator's limit (its
+ * --max-message-mib; partitions off, or one huge row) is refused here with
+ * SR_EINVAL, nothing sent. */
 int sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes);
 
 /* Wait until every push sent so far is answered.  Returns 0, or the refusal

@@ -332,9 +332,14 @@ request_ok(unsigned type, const frame *body, size_t nb)
     case SR_MSG_BYE:
         return nb == 0;
     case SR_MSG_DECLARE:
-        return (nb == 1 || nb == 2) &&
-               sr_wire_vardesc_decode(body[0].p, body[0].len, &v) == SR_OK &&
-               (nb == 1 || data_matches_vardesc(&v, &body[1]));
+        if (nb < 1 || sr_wire_vardesc_decode(body[0].p, body[0].len, &v) != SR_OK) {
+            return 0;
+        }
+        if (v.flags & SR_WIRE_DECLARE_PART) { /* vardesc, pushdesc, one part */
+            return nb == 3 && sr_wire_pushdesc_decode(body[1].p, body[1].len, &p) == SR_OK &&
+                   strcmp(p.name, v.name) == 0 && p.dtype == v.dtype && p.count == body[2].len;
+        }
+        return nb == 1 || (nb == 2 && data_matches_vardesc(&v, &body[1]));
     case SR_MSG_READY:
         return nb == 1 && sr_wire_ready_req_decode(body[0].p, body[0].len, &ready) == SR_OK;
     case SR_MSG_PULL:

@@ -228,6 +228,21 @@ req_declare(msg *m)
     add_f32_data(m, 6);
 }
 
+/* The second of two parts of a float32[2, 3]'s initial value. */
+static void
+req_declare_part(msg *m)
+{
+    const int64_t   shape[2] = {2, 3};
+    sr_wire_header  h = hdr(SR_MSG_DECLARE, 0);
+    sr_wire_vardesc v = vardesc("dense/kernel", SR_FLOAT32, 2, shape);
+    v.flags = SR_WIRE_DECLARE_PART;
+    h.task_index = 0;
+    start(m, &h);
+    add_vardesc(m, &v);
+    add_pushdesc_at(m, "dense/kernel", SR_FLOAT32, 12, 12);
+    add_f32_data(m, 3);
+}
+
 static void
 req_declare_no_init(msg *m)
 {
@@ -603,6 +618,7 @@ static const struct {
     {"req-bye", req_bye},
     {"rep-bye", rep_bye},
     {"rep-eproto", rep_eproto},
+    {"req-declare-part", req_declare_part},
 };
 #define NSEEDS (sizeof(seeds) / sizeof(seeds[0]))
 
@@ -773,6 +789,8 @@ emit_malformed(void)
     emit_poke("bad-push-count-mismatch", req_push, 1, 2 + name_len + 1, 25);
     emit_poke("bad-sparse-count-mismatch", req_push_sparse, 1, 2 + strlen("embedding") + 1, 4);
     emit_poke("bad-declare-shape-mismatch", req_declare, 1, 2 + name_len + 3, 3);
+    emit_poke("bad-declare-part-count-mismatch", req_declare_part, 2, 2 + name_len + 1, 16);
+    emit_poke("bad-declare-part-other-name", req_declare_part, 2, 2, 'x');
 }
 
 int
