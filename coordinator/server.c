@@ -29,6 +29,7 @@
 
 #include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/exclusive.h"
 #include "core/clock.h"
 #include "core/dtype.h"
 #include "core/log.h"
@@ -136,6 +137,7 @@ typedef struct worker {
 typedef struct coord {
     const sr_coord_opts *o;
     sr_store            *st;
+    int                  lock_fd; /* the store's writer lock (exclusive.c), or -1 */
     void                *ctx, *sock;
     sr_auth             *auth; /* CURVE, or NULL */
     uint64_t             incarnation;
@@ -2478,7 +2480,8 @@ coord_start(coord *c)
 
     store_opts(o, &so);
     so.create = 1;
-    if ((rc = sr_store_open(o->store_path, &so, &c->st)) != SR_OK) {
+    if ((rc = sr__coord_lock_store(o->store_path, &c->lock_fd)) != SR_OK ||
+        (rc = sr_store_open(o->store_path, &so, &c->st)) != SR_OK) {
         return rc;
     }
     /* The new incarnation first, so a rewind is recorded as its own. */
@@ -2575,6 +2578,9 @@ open_socket(coord *c)
                "binding %s without CURVE: anyone who can reach it can change the model "
                "(see --curve-secret-key-file, docs/security.md)",
                c->o->bind);
+    }
+    if ((rc = sr__coord_check_endpoint(c->o->bind)) != SR_OK) {
+        return rc;
     }
     if (zmq_bind(c->sock, c->o->bind) != 0) {
         return sr_fail(SR_EMSG, "bind %s: %s", c->o->bind, zmq_strerror(errno));
@@ -2743,6 +2749,7 @@ coord_free(coord *c)
     }
     free(c->clients);
     sr_store_close(c->st);
+    sr__coord_unlock_store(c->lock_fd);
 }
 
 sr_err
@@ -2766,6 +2773,7 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
     }
     memset(&c, 0, sizeof(c));
     c.o = o;
+    c.lock_fd = -1;
     sr__tokens_init(&c.tokens);
     if ((rc = coord_start(&c)) != SR_OK || (rc = open_socket(&c)) != SR_OK ||
         (o->commit_async && (rc = writer_start(&c)) != SR_OK)) {

@@ -29,7 +29,8 @@ extern "C" {
     X(ENOTREADY, -15, "model not ready")                            \
     X(EVERSION, -16, "made by a newer version of syncrep")          \
     X(ECLOSED, -17, "shutting down")                                \
-    X(ENONFINITE, -18, "gradient contains NaN or Inf")
+    X(ENONFINITE, -18, "gradient contains NaN or Inf")              \
+    X(EBUSY, -19, "in use by another process")
 
 typedef enum {
 #define SR_ERR_ENUM_(name, val, text) SR_##name = val,

@@ -358,6 +358,116 @@ test_restart_sigterm_finishes_the_step_in_progress(void **state)
     sr_harness_fini(&h);
 }
 
+/* Does the file at path contain needle? */
+static int
+file_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char  line[2048];
+    int   found = 0;
+
+    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
+        found = strstr(line, needle) != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return found;
+}
+
+/* Start `syncrep coordinator` on store at endpoint (R = 2), wait for it to
+ * exit; its wait status.  Output into log. */
+static int
+run_coordinator(const char *store, const char *endpoint, const char *log)
+{
+    char *argv[] = {(char *)sr_test_syncrep_bin(),
+                    "coordinator",
+                    "--store",
+                    (char *)store,
+                    "--bind",
+                    (char *)endpoint,
+                    "--replicas-to-aggregate",
+                    "2",
+                    "--learning-rate",
+                    "0.5",
+                    NULL};
+    pid_t pid = sr_test_spawn(argv, log);
+    assert_true(pid > 0);
+    return sr_test_reap(pid, 20000);
+}
+
+/* One store, one coordinator: a second one started on the store while the
+ * first still runs (here in its SIGTERM grace period, as a supervisor that
+ * restarts it too early would) is refused at start, naming the holder, and
+ * changes nothing; so is one on another store at the first one's ipc://
+ * endpoint (ZeroMQ would have taken the endpoint over).  Once the first is
+ * gone, however it went (SIGKILL here), the store is free again. */
+static void
+test_restart_second_coordinator_refused(void **state)
+{
+    sr_harness    h;
+    sr_client    *c[2];
+    double        x0 = 1.0, g = 1.0;
+    sr_store     *st;
+    sr_store_opts o;
+    sr_store_info info;
+    char          log2[600], other[600], ep2[700], want[64];
+    int           ws;
+    (void)state;
+
+    sr_harness_init(&h, "second");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--grace-ms",
+                     "20000", NULL);
+    for (int i = 0; i < 2; i++) {
+        c[i] = sr_harness_client(&h, i);
+        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    assert_sr_ok(sr_client_ready(c[1]));
+    assert_sr_ok(sr_client_push(c[0], "x", &g, sizeof(g))); /* 1 of 2 */
+    assert_sr_ok(sr_client_flush(c[0]));
+    kill(h.pid, SIGTERM); /* stopping: it finishes the step first */
+
+    snprintf(log2, sizeof(log2), "%s/second.log", h.dir);
+    sr_test_ipc_endpoint(h.dir, "second.sock", ep2, sizeof(ep2));
+    ws = run_coordinator(h.store, ep2, log2);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    snprintf(want, sizeof(want), "(pid %d holds", (int)h.pid);
+    assert_true(file_has(log2, "is in use by another coordinator"));
+    assert_true(file_has(log2, want));
+
+    snprintf(other, sizeof(other), "%s/other.db", h.dir);
+    ws = run_coordinator(other, h.endpoint, log2);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    assert_true(file_has(log2, "another process is listening there"));
+
+    /* The first one still serves, finishes the step and exits cleanly. */
+    assert_sr_ok(sr_client_push(c[1], "x", &g, sizeof(g)));
+    assert_sr_ok(sr_client_flush(c[1]));
+    ws = sr_harness_stop(&h);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    memset(&o, 0, sizeof(o));
+    o.readonly = 1;
+    assert_sr_ok(sr_store_open(h.store, &o, &st));
+    assert_sr_ok(sr_store_get_info(st, &info));
+    assert_int_equal(info.global_step, 1);
+    assert_int_equal(info.incarnation, 1); /* the refused one never opened it */
+    sr_store_close(st);
+
+    /* Free again after a SIGKILL. */
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", NULL);
+    sr_harness_kill9(&h);
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", NULL);
+    int64_t gs = -1;
+    assert_sr_ok(sr_client_global_step(c[0], &gs));
+    assert_int_equal(gs, 1);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -366,6 +476,7 @@ main(void)
         cmocka_unit_test(test_restart_while_worker_waits_for_chief),
         cmocka_unit_test(test_restart_sigterm_finishes_the_step_in_progress),
         cmocka_unit_test(test_restart_with_another_partition_size),
+        cmocka_unit_test(test_restart_second_coordinator_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

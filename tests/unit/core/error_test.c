@@ -33,6 +33,8 @@ test_error_codes_are_stable(void **state)
     assert_int_equal(SR_ESTALE, -6);
     assert_int_equal(SR_ENOTSUP, -10);
     assert_int_equal(SR_ENONFINITE, -18);
+    assert_int_equal(SR_EBUSY, -19);
+    assert_string_equal(sr_errname(SR_EBUSY), "SR_EBUSY");
     assert_string_equal(sr_errname(SR_ETIMEDOUT), "SR_ETIMEDOUT");
     assert_string_equal(sr_strerror(12345), "unknown error");
 }
