@@ -2468,6 +2468,34 @@ log_wal_checkpoints(const coord *c)
            k.last_error[0] ? " last_error=" : "", k.last_error);
 }
 
+/* --resume-from-step S: S must be a retained checkpoint.  Checked before
+ * anything is written (a new incarnation included), so a refused start
+ * changes nothing; the message lists the steps there are. */
+static sr_err
+check_resume_step(coord *c, int64_t step)
+{
+    int64_t *steps = NULL;
+    size_t   n = 0, len = 0;
+    char     have[256] = "none";
+    sr_err   rc = sr_store_list_checkpoints(c->st, &steps, &n);
+
+    for (size_t i = 0; rc == SR_OK && i < n; i++) {
+        if (steps[i] == step) {
+            free(steps);
+            return SR_OK;
+        }
+        if (len < sizeof(have)) { /* snprintf truncates what does not fit */
+            len += (size_t)snprintf(have + len, sizeof(have) - len, "%s%" PRId64, i ? " " : "",
+                                    steps[i]);
+        }
+    }
+    free(steps);
+    return rc != SR_OK ? rc
+                       : sr_fail(SR_ENOENT,
+                                 "%s: step %" PRId64 " is not a retained checkpoint (retained: %s)",
+                                 c->o->store_path, step, have);
+}
+
 static sr_err
 coord_start(coord *c)
 {
@@ -2482,6 +2510,9 @@ coord_start(coord *c)
     so.create = 1;
     if ((rc = sr__coord_lock_store(o->store_path, &c->lock_fd)) != SR_OK ||
         (rc = sr_store_open(o->store_path, &so, &c->st)) != SR_OK) {
+        return rc;
+    }
+    if (o->resume_from_step >= 0 && (rc = check_resume_step(c, o->resume_from_step)) != SR_OK) {
         return rc;
     }
     /* The new incarnation first, so a rewind is recorded as its own. */

@@ -375,10 +375,12 @@ file_has(const char *path, const char *needle)
     return found;
 }
 
-/* Start `syncrep coordinator` on store at endpoint (R = 2), wait for it to
- * exit; its wait status.  Output into log. */
+/* Start `syncrep coordinator` on store at endpoint (R = 2; plus `opt val`
+ * unless opt is NULL), wait for it to exit; its wait status.  Output into
+ * log. */
 static int
-run_coordinator(const char *store, const char *endpoint, const char *log)
+run_coordinator(const char *store, const char *endpoint, const char *log, const char *opt,
+                const char *val)
 {
     char *argv[] = {(char *)sr_test_syncrep_bin(),
                     "coordinator",
@@ -390,6 +392,8 @@ run_coordinator(const char *store, const char *endpoint, const char *log)
                     "2",
                     "--learning-rate",
                     "0.5",
+                    (char *)opt,
+                    (char *)val,
                     NULL};
     pid_t pid = sr_test_spawn(argv, log);
     assert_true(pid > 0);
@@ -400,10 +404,12 @@ run_coordinator(const char *store, const char *endpoint, const char *log)
  * first still runs (here in its SIGTERM grace period, as a supervisor that
  * restarts it too early would) is refused at start, naming the holder, and
  * changes nothing; so is one on another store at the first one's ipc://
- * endpoint (ZeroMQ would have taken the endpoint over).  Once the first is
- * gone, however it went (SIGKILL here), the store is free again. */
+ * endpoint (ZeroMQ would have taken the endpoint over); and so is a start
+ * with --resume-from-step of a step that is not retained (the incarnation
+ * is not even bumped).  Once the first is gone, however it went (SIGKILL
+ * here), the store is free again. */
 static void
-test_restart_second_coordinator_refused(void **state)
+test_restart_refused_starts_change_nothing(void **state)
 {
     sr_harness    h;
     sr_client    *c[2];
@@ -430,14 +436,14 @@ test_restart_second_coordinator_refused(void **state)
 
     snprintf(log2, sizeof(log2), "%s/second.log", h.dir);
     sr_test_ipc_endpoint(h.dir, "second.sock", ep2, sizeof(ep2));
-    ws = run_coordinator(h.store, ep2, log2);
+    ws = run_coordinator(h.store, ep2, log2, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
     snprintf(want, sizeof(want), "(pid %d holds", (int)h.pid);
     assert_true(file_has(log2, "is in use by another coordinator"));
     assert_true(file_has(log2, want));
 
     snprintf(other, sizeof(other), "%s/other.db", h.dir);
-    ws = run_coordinator(other, h.endpoint, log2);
+    ws = run_coordinator(other, h.endpoint, log2, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
     assert_true(file_has(log2, "another process is listening there"));
 
@@ -452,6 +458,15 @@ test_restart_second_coordinator_refused(void **state)
     assert_sr_ok(sr_store_get_info(st, &info));
     assert_int_equal(info.global_step, 1);
     assert_int_equal(info.incarnation, 1); /* the refused one never opened it */
+    sr_store_close(st);
+
+    /* A step that is not retained: refused before anything is written. */
+    ws = run_coordinator(h.store, h.endpoint, log2, "--resume-from-step", "7");
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    assert_true(file_has(log2, "step 7 is not a retained checkpoint (retained: 0 1)"));
+    assert_sr_ok(sr_store_open(h.store, &o, &st));
+    assert_sr_ok(sr_store_get_info(st, &info));
+    assert_int_equal(info.incarnation, 1);
     sr_store_close(st);
 
     /* Free again after a SIGKILL. */
@@ -476,7 +491,7 @@ main(void)
         cmocka_unit_test(test_restart_while_worker_waits_for_chief),
         cmocka_unit_test(test_restart_sigterm_finishes_the_step_in_progress),
         cmocka_unit_test(test_restart_with_another_partition_size),
-        cmocka_unit_test(test_restart_second_coordinator_refused),
+        cmocka_unit_test(test_restart_refused_starts_change_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
