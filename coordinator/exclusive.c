@@ -81,7 +81,7 @@ sr__coord_check_endpoint(const char *endpoint)
     struct sockaddr_un a;
     const char        *p;
 
-    if (strncmp(endpoint, "ipc://", 6) != 0) {
+    if (endpoint == NULL || strncmp(endpoint, "ipc://", 6) != 0) {
         return SR_OK;
     }
     p = endpoint + 6;

@@ -2610,9 +2610,6 @@ open_socket(coord *c)
                "(see --curve-secret-key-file, docs/security.md)",
                c->o->bind);
     }
-    if ((rc = sr__coord_check_endpoint(c->o->bind)) != SR_OK) {
-        return rc;
-    }
     if (zmq_bind(c->sock, c->o->bind) != 0) {
         return sr_fail(SR_EMSG, "bind %s: %s", c->o->bind, zmq_strerror(errno));
     }
@@ -2806,8 +2803,9 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
     c.o = o;
     c.lock_fd = -1;
     sr__tokens_init(&c.tokens);
-    if ((rc = coord_start(&c)) != SR_OK || (rc = open_socket(&c)) != SR_OK ||
-        (o->commit_async && (rc = writer_start(&c)) != SR_OK)) {
+    /* The endpoint first: a refused start writes nothing into the store. */
+    if ((rc = sr__coord_check_endpoint(o->bind)) != SR_OK || (rc = coord_start(&c)) != SR_OK ||
+        (rc = open_socket(&c)) != SR_OK || (o->commit_async && (rc = writer_start(&c)) != SR_OK)) {
         SR_LOG(SR_LOG_ERR, "COORD-START-FAIL", "err=%s detail=\"%s\"", sr_errname(rc),
                sr_errdetail());
         coord_free(&c);

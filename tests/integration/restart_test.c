@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "store/store.h"
@@ -446,6 +447,7 @@ test_restart_refused_starts_change_nothing(void **state)
     ws = run_coordinator(other, h.endpoint, log2, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
     assert_true(file_has(log2, "another process is listening there"));
+    assert_int_equal(access(other, F_OK), -1); /* refused before the store is made */
 
     /* The first one still serves, finishes the step and exits cleanly. */
     assert_sr_ok(sr_client_push(c[1], "x", &g, sizeof(g)));
