@@ -1371,7 +1371,7 @@ test_protocol_declare_in_parts(void **state)
     const int64_t n = 3 << 18; /* float32: 3 MiB, the limit 1 MiB */
     const int64_t shape[1] = {n};
     float        *v0 = malloc((size_t)n * sizeof(float)), *v = malloc((size_t)n * sizeof(float));
-    float         y0[1024], y[1024];
+    float         y0[2048], y[1024]; /* y is float32[1024]; y0 has room for a part past it */
     char          out[8192];
     (void)state;
 
@@ -1380,7 +1380,7 @@ test_protocol_declare_in_parts(void **state)
     for (int64_t i = 0; i < n; i++) {
         v0[i] = (float)(i % 9973) - 0.5f;
     }
-    for (int i = 0; i < 1024; i++) {
+    for (int i = 0; i < 2048; i++) {
         y0[i] = (float)i;
     }
     sr_harness_init(&h, "declparts");
