@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "coordinator/auth.h"
@@ -1478,6 +1479,37 @@ describe(int dtype, int ndim, const int64_t *shape, char *buf, size_t len)
     snprintf(buf, len, "%s%s", sr_dtype_name(dtype), s);
 }
 
+/* A new variable of nbytes takes its value and, if trainable, its
+ * accumulator's sums and the optimizer's state (the pulls' extra values
+ * come and go).  One that needs more than the machine's physical memory is
+ * refused: it could only end in the kernel's OOM killer (the allocation
+ * succeeds, the pages fail later), and the chief's declaration, sent again
+ * after the restart, would end there again. */
+static sr_err
+fits_memory(const coord *c, const char *name, uint64_t nbytes, int trainable)
+{
+    const sr_optim *o = &c->o->optim;
+    uint64_t        copies = 1;
+    long            pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+
+    if (trainable) {
+        copies += 1 + (o->kind != SR_OPT_SGD) + (o->kind == SR_OPT_ADAM) + (o->ema != 0);
+    }
+    if (pages <= 0 || psz <= 0) {
+        return SR_OK; /* unknown: the allocation decides */
+    }
+    uint64_t phys = (uint64_t)pages * (uint64_t)psz;
+    uint64_t need = nbytes > UINT64_MAX / copies ? UINT64_MAX : nbytes * copies;
+    if (need <= phys) {
+        return SR_OK;
+    }
+    return sr_fail(SR_ENOMEM,
+                   "variable %s: %" PRIu64 " bytes, %" PRIu64
+                   " with its accumulator and optimizer state: more than this machine's memory "
+                   "(%" PRIu64 " bytes)",
+                   name, nbytes, need, phys);
+}
+
 /* Is b the same declaration as a (name, dtype, shape, trainability)? */
 static int
 same_decl(const sr_wire_vardesc *a, const sr_wire_vardesc *b)
@@ -1517,7 +1549,8 @@ declare_part(coord *c, req_ctx *r, const sr_wire_vardesc *d, const sr_wire_pushd
     if (p->offset == 0 && !same) {
         pdecl_drop(c);
         if ((c->pdecl_vb = vbuf_new((size_t)nbytes)) == NULL) {
-            REPLY_ERR(r, SR_ENOMEM, "variable %s: %" PRIu64 " bytes", d->name, nbytes);
+            REPLY_ERR(r, SR_ENOMEM, "variable %s: cannot allocate %" PRIu64 " bytes", d->name,
+                      nbytes);
             return NULL;
         }
         c->pdecl = *d;
@@ -1620,6 +1653,10 @@ handle_declare(coord *c, req_ctx *r)
             c->model_ready ? "" : " (model not ready yet)");
         return;
     }
+    if (fits_memory(c, d.name, nbytes, trainable) != SR_OK) {
+        REPLY_ERR(r, SR_ENOMEM, "%s", sr_errdetail());
+        return;
+    }
     if (d.flags & SR_WIRE_DECLARE_PART) {
         if ((vb = declare_part(c, r, &d, &p, nbytes)) == NULL) {
             return; /* answered: more parts to come, or refused */
@@ -1631,7 +1668,8 @@ handle_declare(coord *c, req_ctx *r)
             return;
         }
         if ((vb = vbuf_new((size_t)nbytes)) == NULL) {
-            REPLY_ERR(r, SR_ENOMEM, "variable %s: %" PRIu64 " bytes", d.name, nbytes);
+            REPLY_ERR(r, SR_ENOMEM, "variable %s: cannot allocate %" PRIu64 " bytes", d.name,
+                      nbytes);
             return;
         }
         if (r->nbody == 2) {

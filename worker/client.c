@@ -156,8 +156,11 @@ reply_error(sr_client *c, const char *what)
 {
     int code = c->rh.status;
     if (c->nrep >= 1 && zmq_msg_size(&c->rep[0]) > 0) {
-        return fail(c, code, "%s: %.*s", what, (int)zmq_msg_size(&c->rep[0]),
-                    (const char *)zmq_msg_data(&c->rep[0]));
+        const char *text = zmq_msg_data(&c->rep[0]);
+        size_t      n = zmq_msg_size(&c->rep[0]), wl = strlen(what);
+        /* The coordinator's text often names the operation already. */
+        int named = n > wl && memcmp(text, what, wl) == 0 && text[wl] == ':';
+        return fail(c, code, "%s%s%.*s", named ? "" : what, named ? "" : ": ", (int)n, text);
     }
     return fail(c, code, "%s: %s", what, sr_strerror(code));
 }
@@ -1373,7 +1376,17 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
             return push_pipelined(c, name, f);
         }
     }
-    return push_common(c, SR_MSG_PUSH, name, f, 2);
+    rc = push_common(c, SR_MSG_PUSH, name, f, 2);
+    if (rc == SR_EINVAL && d == NULL) {
+        size_t used = strlen(c->err);
+        if (snprintf(c->err + used, sizeof(c->err) - used,
+                     " (%s was not declared by this client, so its gradient went as float32: "
+                     "declare it first)",
+                     name) < 0) {
+            c->err[used] = '\0';
+        }
+    }
+    return rc;
 }
 
 int

@@ -515,6 +515,22 @@ test_protocol_bad_messages_answered_and_change_nothing(void **state)
     float small;
     assert_sr_err(sr_client_pull(chief, "x", &small, sizeof(small)), SR_EINVAL);
 
+    /* A variable bigger than this machine's memory (with its accumulator):
+     * refused, saying so, before anything is allocated. */
+    const int64_t huge[1] = {INT64_C(1) << 40};
+    assert_sr_err(sr_client_declare(chief, "huge", SR_FLOAT32, 1, huge, NULL), SR_ENOMEM);
+    assert_non_null(strstr(sr_client_error(chief), "more than this machine's memory"));
+    /* A worker pushing a float64 gradient of a variable it did not declare:
+     * the refusal says why the dtype went as float32, and the coordinator's
+     * text is not prefixed twice. */
+    sr_client *w = sr_harness_client(&h, 1);
+    assert_sr_ok(sr_client_ready(w));
+    assert_sr_err(sr_client_push(w, "x", &g, sizeof(g)), SR_EINVAL);
+    assert_non_null(strstr(sr_client_error(w), "was not declared by this client"));
+    assert_null(strstr(sr_client_error(w), "push x: push x"));
+    sr_client_close(w);
+    assert_true(pull_x(chief) == 9.0);
+
     sr_client_close(chief2);
     sr_client_close(chief);
     assert_int_equal(sr_harness_stop(&h), 0);
