@@ -316,6 +316,49 @@ test_restart_while_worker_waits_for_chief(void **state)
     sr_harness_fini(&h);
 }
 
+/* A coordinator (R = 2, --grace-ms 20000) stopping in the middle of a step:
+ * the chief's gradient of step 0 is in, then SIGTERM. */
+static void
+stop_mid_step(sr_harness *h, const char *tag, sr_client *c[2])
+{
+    const double x0 = 1.0, g = 1.0;
+
+    sr_harness_init(h, tag);
+    sr_harness_start(h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--grace-ms",
+                     "20000", NULL);
+    for (int i = 0; i < 2; i++) {
+        c[i] = sr_harness_client(h, i);
+        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    assert_sr_ok(sr_client_ready(c[1]));
+    assert_sr_ok(sr_client_push(c[0], "x", &g, sizeof(g))); /* 1 of 2 */
+    assert_sr_ok(sr_client_flush(c[0]));                    /* ... and it arrived */
+    kill(h->pid, SIGTERM);
+}
+
+/* Still serving during the grace period: worker 1's gradient completes the
+ * step, which the coordinator commits before it exits 0.  The store's info
+ * into *info. */
+static void
+finish_step_and_exit(sr_harness *h, sr_client *c[2], sr_store_info *info)
+{
+    const double  g = 1.0;
+    sr_store     *st;
+    sr_store_opts o;
+
+    assert_sr_ok(sr_client_push(c[1], "x", &g, sizeof(g)));
+    assert_sr_ok(sr_client_flush(c[1]));
+    int ws = sr_harness_stop(h); /* already stopping: reaps it */
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    memset(&o, 0, sizeof(o));
+    o.readonly = 1;
+    assert_sr_ok(sr_store_open(h->store, &o, &st));
+    assert_sr_ok(sr_store_get_info(st, info));
+    assert_int_equal(info->global_step, 1);
+    sr_store_close(st);
+}
+
 /* SIGTERM in the middle of a step: the coordinator waits (within its grace
  * period) for the step to complete, commits it, and exits 0. */
 static void
@@ -323,36 +366,11 @@ test_restart_sigterm_finishes_the_step_in_progress(void **state)
 {
     sr_harness    h;
     sr_client    *c[2];
-    double        x0 = 1.0, g = 1.0;
-    sr_store     *st;
-    sr_store_opts o;
     sr_store_info info;
     (void)state;
 
-    sr_harness_init(&h, "sigterm");
-    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--grace-ms",
-                     "20000", NULL);
-    for (int i = 0; i < 2; i++) {
-        c[i] = sr_harness_client(&h, i);
-        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
-    }
-    assert_sr_ok(sr_client_ready(c[0]));
-    assert_sr_ok(sr_client_ready(c[1]));
-    assert_sr_ok(sr_client_push(c[0], "x", &g, sizeof(g))); /* 1 of 2 */
-    assert_sr_ok(sr_client_flush(c[0]));                    /* ... and it arrived */
-    kill(h.pid, SIGTERM);
-    /* Still serving during the grace period: the second gradient completes
-     * the step. */
-    assert_sr_ok(sr_client_push(c[1], "x", &g, sizeof(g)));
-    assert_sr_ok(sr_client_flush(c[1]));
-    int st_code = sr_harness_stop(&h); /* already stopping: reaps it */
-    assert_true(WIFEXITED(st_code) && WEXITSTATUS(st_code) == 0);
-    memset(&o, 0, sizeof(o));
-    o.readonly = 1;
-    assert_sr_ok(sr_store_open(h.store, &o, &st));
-    assert_sr_ok(sr_store_get_info(st, &info));
-    assert_int_equal(info.global_step, 1);
-    sr_store_close(st);
+    stop_mid_step(&h, "sigterm", c);
+    finish_step_and_exit(&h, c, &info);
     for (int i = 0; i < 2; i++) {
         sr_client_close(c[i]);
     }
@@ -414,7 +432,6 @@ test_restart_refused_starts_change_nothing(void **state)
 {
     sr_harness    h;
     sr_client    *c[2];
-    double        x0 = 1.0, g = 1.0;
     sr_store     *st;
     sr_store_opts o;
     sr_store_info info;
@@ -422,18 +439,7 @@ test_restart_refused_starts_change_nothing(void **state)
     int           ws;
     (void)state;
 
-    sr_harness_init(&h, "second");
-    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--grace-ms",
-                     "20000", NULL);
-    for (int i = 0; i < 2; i++) {
-        c[i] = sr_harness_client(&h, i);
-        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
-    }
-    assert_sr_ok(sr_client_ready(c[0]));
-    assert_sr_ok(sr_client_ready(c[1]));
-    assert_sr_ok(sr_client_push(c[0], "x", &g, sizeof(g))); /* 1 of 2 */
-    assert_sr_ok(sr_client_flush(c[0]));
-    kill(h.pid, SIGTERM); /* stopping: it finishes the step first */
+    stop_mid_step(&h, "second", c);
 
     snprintf(log2, sizeof(log2), "%s/second.log", h.dir);
     sr_test_ipc_endpoint(h.dir, "second.sock", ep2, sizeof(ep2));
@@ -450,22 +456,15 @@ test_restart_refused_starts_change_nothing(void **state)
     assert_int_equal(access(other, F_OK), -1); /* refused before the store is made */
 
     /* The first one still serves, finishes the step and exits cleanly. */
-    assert_sr_ok(sr_client_push(c[1], "x", &g, sizeof(g)));
-    assert_sr_ok(sr_client_flush(c[1]));
-    ws = sr_harness_stop(&h);
-    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
-    memset(&o, 0, sizeof(o));
-    o.readonly = 1;
-    assert_sr_ok(sr_store_open(h.store, &o, &st));
-    assert_sr_ok(sr_store_get_info(st, &info));
-    assert_int_equal(info.global_step, 1);
+    finish_step_and_exit(&h, c, &info);
     assert_int_equal(info.incarnation, 1); /* the refused one never opened it */
-    sr_store_close(st);
 
     /* A step that is not retained: refused before anything is written. */
     ws = run_coordinator(h.store, h.endpoint, log2, "--resume-from-step", "7");
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
     assert_true(file_has(log2, "step 7 is not a retained checkpoint (retained: 0 1)"));
+    memset(&o, 0, sizeof(o));
+    o.readonly = 1;
     assert_sr_ok(sr_store_open(h.store, &o, &st));
     assert_sr_ok(sr_store_get_info(st, &info));
     assert_int_equal(info.incarnation, 1);
