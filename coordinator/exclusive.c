@@ -41,8 +41,11 @@ sr__coord_lock_store(const char *store_path, int *fd)
     int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (f < 0) {
         int e = errno;
-        return sr_fail(e == EACCES || e == EROFS || e == EPERM ? SR_EACCES : SR_ESTORE,
-                       "store lock %s: %s", path, strerror(e));
+        return sr_fail(e == EACCES || e == EROFS || e == EPERM ? SR_EACCES
+                       : e == ENOENT                           ? SR_ENOENT
+                                                               : SR_ESTORE,
+                       "store %s: cannot open its lock file %s: %s%s", store_path, path,
+                       strerror(e), e == ENOENT ? " (does its directory exist?)" : "");
     }
     if (flock(f, LOCK_EX | LOCK_NB) != 0) {
         int     e = errno;
