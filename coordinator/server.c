@@ -41,7 +41,10 @@
 
 #define MAX_PARTS        32   /* routing id + header + at most 3 body frames; chains */
 #define PARKED_EXPIRE_MS 3500 /* clients re-send TOKEN every second while they wait */
-#define SR_COORD_RCVHWM  64   /* queued messages per peer: bounds a flooder's memory */
+/* A client still heard from this long after another with its task index
+ * joined: two workers share the index (check_shared_tasks). */
+#define SHARED_TASK_MS  2000
+#define SR_COORD_RCVHWM 64 /* queued messages per peer: bounds a flooder's memory */
 /* Replies queued per peer: above what a client may have unanswered (256
  * pipelined pushes, a token, pings), so no answer is dropped at the HWM. */
 #define SR_COORD_SNDHWM        1024
@@ -125,7 +128,9 @@ typedef struct client {
     int64_t     held_since_ms;
     pull_slot  *pulls; /* PULLS_IN_FLIGHT, allocated at the first pull */
     int         gone;
-    uint64_t    chained; /* requests that came in chains: answers go chained too */
+    int64_t     joined_ms;     /* monotonic */
+    int         shared_warned; /* COORD-TASK-SHARED logged for it */
+    uint64_t    chained;       /* requests that came in chains: answers go chained too */
     uint64_t    accepted, stale, duplicate, errors;
 } client;
 
@@ -162,6 +167,7 @@ typedef struct coord {
     int64_t              commit_retry_ms;
     int64_t              pending_release; /* tokens to release once committed */
     int64_t              last_rate_ms, last_rate_step;
+    int64_t              last_shared_check_ms;
     uint64_t             malformed;
     uint64_t             max_var_bytes; /* the largest variable's size */
     int64_t              max_msg;       /* ZMQ_MAXMSGSIZE, announced in HELLO replies */
@@ -2210,6 +2216,7 @@ client_for(coord *c, const sr_wire_header *h, const uint8_t *rid, size_t rid_len
         memset(cl, 0, sizeof(*cl));
         cl->client_id = h->client_id;
         cl->task = h->task_index;
+        cl->joined_ms = sr_clock_now_ms();
         SR_LOG(SR_LOG_NOTICE, "COORD-WORKER-JOIN", "task=%d client=%016" PRIx64, h->task_index,
                h->client_id);
     } else if (cl->gone) {
@@ -2660,6 +2667,34 @@ open_socket(coord *c)
     return SR_OK;
 }
 
+/* Two clients with one task index, the older still heard from well after
+ * the newer joined: two workers were started with the same task index
+ * (their pushes count as two replicas).  A restarted worker's old client
+ * falls silent instead, or says BYE.  Logged once per client. */
+static void
+check_shared_tasks(coord *c, int64_t now)
+{
+    if (now - c->last_shared_check_ms < 1000) {
+        return;
+    }
+    c->last_shared_check_ms = now;
+    for (size_t i = 0; i < c->nclients; i++) {
+        client *a = &c->clients[i];
+        for (size_t j = 0; !a->gone && !a->shared_warned && j < c->nclients; j++) {
+            client *b = &c->clients[j];
+            if (j != i && !b->gone && b->task == a->task && b->joined_ms >= a->joined_ms &&
+                a->last_seen_ms > b->joined_ms + SHARED_TASK_MS) {
+                a->shared_warned = b->shared_warned = 1;
+                SR_LOG(SR_LOG_WARN, "COORD-TASK-SHARED",
+                       "task=%d clients=%016" PRIx64 ",%016" PRIx64
+                       " both active: two workers started with the same task index? Their "
+                       "pushes count as two replicas",
+                       a->task, a->client_id, b->client_id);
+            }
+        }
+    }
+}
+
 static void
 periodic(coord *c)
 {
@@ -2683,6 +2718,7 @@ periodic(coord *c)
                    cl->client_id, c->o->worker_timeout_ms);
         }
     }
+    check_shared_tasks(c, now);
     if (now - c->last_rate_ms >= c->o->log_interval_ms) {
         double secs = (now - c->last_rate_ms) / 1000.0;
         c->steps_per_s = c->last_rate_ms ? (c->global_step - c->last_rate_step) / secs : 0.0;

@@ -1482,6 +1482,52 @@ test_protocol_declare_in_parts(void **state)
     free(v);
 }
 
+typedef struct {
+    sr_harness *h;
+    sr_client  *talk[2];
+} shared_arg;
+
+/* The older clients talk (a PING each); has the coordinator warned of a
+ * shared task index? */
+static int
+task_shared_logged(void *arg)
+{
+    shared_arg *a = arg;
+    int64_t     gs;
+    for (int i = 0; i < 2; i++) {
+        assert_sr_ok(sr_client_global_step(a->talk[i], &gs));
+    }
+    return sr_harness_log_count(a->h, "COORD-TASK-SHARED") > 0;
+}
+
+/* Two workers started with the same task index and both active: the
+ * coordinator warns (their pushes would count as two replicas), once.  A
+ * worker restarted under its index (the old client said BYE) is not warned
+ * about. */
+static void
+test_protocol_two_workers_one_task_index_warned(void **state)
+{
+    sr_harness h;
+    sr_client *chief = setup(&h, "shared", "1");
+    shared_arg a = {&h, {NULL, NULL}};
+    (void)state;
+
+    sr_client *old2 = sr_harness_client(&h, 2);
+    sr_client_close(old2); /* a restart: the old one leaves */
+    a.talk[1] = sr_harness_client(&h, 2);
+    a.talk[0] = sr_harness_client(&h, 1);
+    sr_client *twin = sr_harness_client(&h, 1); /* task 1 twice, both alive */
+    assert_int_equal(sr_test_wait_until(task_shared_logged, &a, 15000), 1);
+    assert_int_equal(sr_harness_log_count(&h, "COORD-TASK-SHARED task=1 "), 1);
+    assert_int_equal(sr_harness_log_count(&h, "COORD-TASK-SHARED task=2 "), 0);
+    sr_client_close(twin);
+    sr_client_close(a.talk[0]);
+    sr_client_close(a.talk[1]);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -1502,6 +1548,7 @@ main(void)
         cmocka_unit_test(test_protocol_async_commit_interval),
         cmocka_unit_test(test_protocol_push_step_sends_from_the_callers_buffer),
         cmocka_unit_test(test_protocol_declare_in_parts),
+        cmocka_unit_test(test_protocol_two_workers_one_task_index_warned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
