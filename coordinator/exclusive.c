@@ -18,10 +18,13 @@
  */
 #include "coordinator/exclusive.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -78,12 +81,58 @@ sr__coord_unlock_store(int fd)
     }
 }
 
+/* tcp://ADDR:PORT with ADDR "*" or an IPv4 literal and a numeric port: the
+ * port already bound there (bind(2) of a socket of our own, with ZeroMQ's
+ * SO_REUSEADDR, closed at once) is SR_EBUSY.  ZeroMQ would refuse the bind
+ * as well, but only after the store had counted a new incarnation; other
+ * forms (names, IPv6, ephemeral ports) are left to ZeroMQ. */
+static sr_err
+check_tcp(const char *endpoint)
+{
+    struct sockaddr_in a;
+    char               host[64];
+    const char        *colon = strrchr(endpoint + 6, ':');
+    char              *end;
+
+    if (colon == NULL || (size_t)(colon - (endpoint + 6)) >= sizeof(host)) {
+        return SR_OK;
+    }
+    memcpy(host, endpoint + 6, (size_t)(colon - (endpoint + 6)));
+    host[colon - (endpoint + 6)] = '\0';
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || end == colon + 1 || port == 0 || port > 65535) {
+        return SR_OK;
+    }
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    if (strcmp(host, "*") == 0) {
+        a.sin_addr.s_addr = htonl(INADDR_ANY);
+    } else if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+        return SR_OK;
+    }
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (s < 0) {
+        return SR_OK;
+    }
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int r = bind(s, (const struct sockaddr *)&a, sizeof(a)), e = errno;
+    close(s);
+    if (r != 0 && e == EADDRINUSE) {
+        return sr_fail(SR_EBUSY, "endpoint %s: the port is in use by another process", endpoint);
+    }
+    return SR_OK;
+}
+
 sr_err
 sr__coord_check_endpoint(const char *endpoint)
 {
     struct sockaddr_un a;
     const char        *p;
 
+    if (endpoint != NULL && strncmp(endpoint, "tcp://", 6) == 0) {
+        return check_tcp(endpoint);
+    }
     if (endpoint == NULL || strncmp(endpoint, "ipc://", 6) != 0) {
         return SR_OK;
     }

@@ -12,8 +12,9 @@ sr_err sr__coord_lock_store(const char *store_path, int *fd);
 void   sr__coord_unlock_store(int fd);
 
 /* An ipc:// endpoint where another process is listening: SR_EBUSY (ZeroMQ
- * would replace its socket file and take the endpoint over silently).  Any
- * other endpoint: SR_OK (tcp:// refuses a second bind by itself). */
+ * would replace its socket file and take the endpoint over silently).  A
+ * tcp://ADDR:PORT whose port is bound already (ADDR * or IPv4): SR_EBUSY
+ * too, before the store is touched.  Anything else: SR_OK. */
 sr_err sr__coord_check_endpoint(const char *endpoint);
 
 #endif

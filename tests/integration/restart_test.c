@@ -8,12 +8,15 @@
  */
 #include "sr_test.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -423,7 +426,8 @@ run_coordinator(const char *store, const char *endpoint, const char *log, const 
  * first still runs (here in its SIGTERM grace period, as a supervisor that
  * restarts it too early would) is refused at start, naming the holder, and
  * changes nothing; so is one on another store at the first one's ipc://
- * endpoint (ZeroMQ would have taken the endpoint over); and so is a start
+ * endpoint (ZeroMQ would have taken the endpoint over), or at a tcp:// port
+ * in use (refused before its store is made); and so is a start
  * with --resume-from-step of a step that is not retained (the incarnation
  * is not even bumped).  Once the first is gone, however it went (SIGKILL
  * here), the store is free again. */
@@ -454,6 +458,23 @@ test_restart_refused_starts_change_nothing(void **state)
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
     assert_true(file_has(log2, "another process is listening there"));
     assert_int_equal(access(other, F_OK), -1); /* refused before the store is made */
+
+    /* A tcp:// port another process has bound (here: this test). */
+    struct sockaddr_in sa;
+    socklen_t          sl = sizeof(sa);
+    char               tcp[64];
+    int                ls = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(ls >= 0 && bind(ls, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(ls, 1) == 0);
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%d", (int)ntohs(sa.sin_port));
+    ws = run_coordinator(other, tcp, log2, NULL, NULL);
+    close(ls);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    assert_true(file_has(log2, "the port is in use by another process"));
+    assert_int_equal(access(other, F_OK), -1);
 
     /* The first one still serves, finishes the step and exits cleanly. */
     finish_step_and_exit(&h, c, &info);
