@@ -44,9 +44,7 @@ sr__coord_lock_store(const char *store_path, int *fd)
     int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (f < 0) {
         int e = errno;
-        return sr_fail(e == EACCES || e == EROFS || e == EPERM ? SR_EACCES
-                       : e == ENOENT                           ? SR_ENOENT
-                                                               : SR_ESTORE,
+        return sr_fail(sr_err_from_errno(e, SR_ESTORE),
                        "store %s: cannot open its lock file %s: %s%s", store_path, path,
                        strerror(e), e == ENOENT ? " (does its directory exist?)" : "");
     }

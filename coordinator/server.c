@@ -1494,13 +1494,10 @@ describe(int dtype, int ndim, const int64_t *shape, char *buf, size_t len)
 static sr_err
 fits_memory(const coord *c, const char *name, uint64_t nbytes, int trainable)
 {
-    const sr_optim *o = &c->o->optim;
-    uint64_t        copies = 1;
-    long            pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    const char *slots[3];
+    uint64_t    copies = trainable ? 2 + (uint64_t)sr__optim_slots(&c->o->optim, slots) : 1;
+    long        pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
 
-    if (trainable) {
-        copies += 1 + (o->kind != SR_OPT_SGD) + (o->kind == SR_OPT_ADAM) + (o->ema != 0);
-    }
     if (pages <= 0 || psz <= 0) {
         return SR_OK; /* unknown: the allocation decides */
     }

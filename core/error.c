@@ -1,6 +1,7 @@
 /* Error table, thread-local failure detail.  See core/error.h. */
 #include "core/error.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,4 +93,25 @@ sr_snprintf(char *buf, size_t len, const char *fmt, ...)
         return sr_fail(SR_EINVAL, "text too long for a %zu-byte buffer", len);
     }
     return SR_OK;
+}
+
+sr_err
+sr_err_from_errno(int e, sr_err otherwise)
+{
+    switch (e) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return SR_EACCES;
+    case ENOENT:
+    case ENOTDIR:
+        return SR_ENOENT;
+    case ENOSPC:
+    case EDQUOT:
+        return SR_ENOSPC;
+    case ENOMEM:
+        return SR_ENOMEM;
+    default:
+        return otherwise;
+    }
 }

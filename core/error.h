@@ -45,4 +45,9 @@ void sr_clear_error(void);
  * Returns SR_OK or SR_EINVAL (with detail) when `buf` was too small. */
 sr_err sr_snprintf(char *buf, size_t len, const char *fmt, ...) SR_PRINTF(3, 4);
 
+/* The sr_err for a file-system errno: EACCES/EPERM/EROFS SR_EACCES,
+ * ENOENT/ENOTDIR SR_ENOENT, ENOSPC/EDQUOT SR_ENOSPC, ENOMEM SR_ENOMEM, any
+ * other `otherwise`. */
+sr_err sr_err_from_errno(int e, sr_err otherwise);
+
 #endif

@@ -165,27 +165,6 @@ be32(const unsigned char *p)
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
-static sr_err
-errno_code(int e)
-{
-    switch (e) {
-    case EACCES:
-    case EPERM:
-    case EROFS:
-        return SR_EACCES;
-    case ENOENT:
-    case ENOTDIR:
-        return SR_ENOENT;
-    case ENOSPC:
-    case EDQUOT:
-        return SR_ENOSPC;
-    case ENOMEM:
-        return SR_ENOMEM;
-    default:
-        return SR_ESTORE;
-    }
-}
-
 /* The directory must be writable too: SQLite creates PATH-wal and PATH-shm
  * next to the file. */
 static sr_err
@@ -198,7 +177,8 @@ check_dir_writable(sr_store *st)
     }
     if (access(dir, W_OK) != 0) {
         int e = errno;
-        return sr__store_fail(st, errno_code(e) == SR_ENOENT ? SR_ENOENT : SR_EACCES,
+        return sr__store_fail(st,
+                              sr_err_from_errno(e, SR_ESTORE) == SR_ENOENT ? SR_ENOENT : SR_EACCES,
                               "%s: directory %s is not writable (needed for the WAL): %s", st->path,
                               dir, strerror(e));
     }
@@ -215,8 +195,8 @@ create_file(sr_store *st, int *created)
         if (e == EEXIST) {
             return SR_OK; /* raced with another creator: treat as existing */
         }
-        return sr__store_fail(st, errno_code(e), "%s: cannot create the store: %s", st->path,
-                              strerror(e));
+        return sr__store_fail(st, sr_err_from_errno(e, SR_ESTORE),
+                              "%s: cannot create the store: %s", st->path, strerror(e));
     }
     /* Exactly 0600 whatever the umask; SQLite gives PATH-wal, PATH-shm and
      * PATH-journal the database file's mode. */
@@ -224,7 +204,8 @@ create_file(sr_store *st, int *created)
         int e = errno;
         close(fd);
         unlink(st->path);
-        return sr__store_fail(st, errno_code(e), "%s: chmod 0600: %s", st->path, strerror(e));
+        return sr__store_fail(st, sr_err_from_errno(e, SR_ESTORE), "%s: chmod 0600: %s", st->path,
+                              strerror(e));
     }
     close(fd);
     *created = 1;
@@ -246,7 +227,8 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
     if (stat(st->path, &sb) != 0) {
         int e = errno;
         if (e != ENOENT) {
-            return sr__store_fail(st, errno_code(e), "%s: %s", st->path, strerror(e));
+            return sr__store_fail(st, sr_err_from_errno(e, SR_ESTORE), "%s: %s", st->path,
+                                  strerror(e));
         }
         if (!st->opts.create) {
             return sr__store_fail(st, SR_ENOENT, "%s: no such store%s", st->path,
@@ -257,7 +239,8 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
         }
         if (stat(st->path, &sb) != 0) {
             int e2 = errno;
-            return sr__store_fail(st, errno_code(e2), "%s: %s", st->path, strerror(e2));
+            return sr__store_fail(st, sr_err_from_errno(e2, SR_ESTORE), "%s: %s", st->path,
+                                  strerror(e2));
         }
     }
     if (!S_ISREG(sb.st_mode)) {
@@ -267,8 +250,8 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
     fd = open(st->path, (st->opts.readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return sr__store_fail(st, errno_code(e), "%s: cannot open%s: %s", st->path,
-                              st->opts.readonly ? "" : " for writing", strerror(e));
+        return sr__store_fail(st, sr_err_from_errno(e, SR_ESTORE), "%s: cannot open%s: %s",
+                              st->path, st->opts.readonly ? "" : " for writing", strerror(e));
     }
     n = pread(fd, hdr, sizeof(hdr), 0);
     close(fd);

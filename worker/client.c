@@ -1355,27 +1355,24 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
     }
     f[1].data = grad;
     f[1].len = bytes;
-    if (!c->tainted && d != NULL && d->nbytes == bytes) {
+    int    whole = !c->tainted && d != NULL && d->nbytes == bytes; /* a declared variable's */
+    size_t part = 0; /* > 0: the push goes in partitions of this size */
+    if (whole) {
         sr_wire_layout l = sr_wire_partition_layout(bytes, d->ndim, d->shape[0], c->part_bytes);
-        if (l.nparts > 1) {
-            sr_wire_pushdesc p;
-            size_t           part = (size_t)(l.part_rows * (bytes / l.rows));
-            if ((rc = check_size(c, "push", name, f[0].len + part)) != SR_OK) {
-                return rc;
-            }
-            memset(&p, 0, sizeof(p));
-            snprintf(p.name, sizeof(p.name), "%s", name);
-            p.dtype = (uint8_t)d->dtype;
-            return push_partitioned(c, name, &p, grad, bytes, part);
-        }
+        part = l.nparts > 1 ? (size_t)(l.part_rows * (bytes / l.rows)) : 0;
     }
-    if ((rc = check_size(c, "push", name, f[0].len + bytes)) != SR_OK) {
+    if ((rc = check_size(c, "push", name, f[0].len + (part ? part : bytes))) != SR_OK) {
         return rc;
     }
-    if (!c->tainted && d != NULL && d->nbytes == bytes) {
-        if (bytes <= PIPE_PUSH_MAX || c->hold_next) {
-            return push_pipelined(c, name, f);
-        }
+    if (part > 0) {
+        sr_wire_pushdesc p;
+        memset(&p, 0, sizeof(p));
+        snprintf(p.name, sizeof(p.name), "%s", name);
+        p.dtype = (uint8_t)d->dtype;
+        return push_partitioned(c, name, &p, grad, bytes, part);
+    }
+    if (whole && (bytes <= PIPE_PUSH_MAX || c->hold_next)) {
+        return push_pipelined(c, name, f);
     }
     rc = push_common(c, SR_MSG_PUSH, name, f, 2);
     if (rc == SR_EINVAL && d == NULL) {
