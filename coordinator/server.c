@@ -47,15 +47,25 @@
 #define SR_COORD_RCVHWM 64 /* queued messages per peer: bounds a flooder's memory */
 /* Replies queued per peer: above what a client may have unanswered (256
  * pipelined pushes, a token, pings), so no answer is dropped at the HWM. */
-#define SR_COORD_SNDHWM        1024
-#define PULLS_IN_FLIGHT        4 /* pull replies per client still being sent (each holds a value) */
+#define SR_COORD_SNDHWM 1024
+/* Pull replies per client still being sent (each holds a value: a client
+ * that asks and does not read must not pin one value per step): at most
+ * PULLS_IN_FLIGHT, and beyond the first PULLS_IN_FLIGHT_BIG only while they
+ * hold at most PULL_PIN_BYTES.  Twice what sr_client_pull_many keeps in
+ * flight (64, 8 MiB): a reply the client has read may not be released yet
+ * (ZeroMQ releases a message when it moves on to the next). */
+#define PULLS_IN_FLIGHT        384
+#define PULLS_IN_FLIGHT_BIG    4
+#define PULL_PIN_BYTES         (16u << 20)
 #define SR_COORD_MAX_VARIABLES 65536 /* declared variables (docs/security.md) */
 #define PUSH_REPLY_HOLD_MS     200   /* longest a push's answer waits for the token's */
 /* Push answers held per client: a burst stays far below the send HWM (a
- * reply that meets it is lost, then resent). */
-#define PUSH_REPLY_HOLD_MAX  8
-#define SPARE_WAIT_MS        50  /* the longest a push waits for a pull of the old value */
-#define SPARE_WAIT_OFF_STEPS 100 /* steps without that wait after one ran out */
+ * reply that meets it is lost, then resent); to a client that sends chains
+ * they go in one message (a model of many small variables). */
+#define PUSH_REPLY_HOLD_MAX       8
+#define PUSH_REPLY_HOLD_MAX_CHAIN 64
+#define SPARE_WAIT_MS             50  /* the longest a push waits for a pull of the old value */
+#define SPARE_WAIT_OFF_STEPS      100 /* steps without that wait after one ran out */
 
 /* A variable's value, shared with the pull replies in flight and, with
  * --commit async, the writer: ZeroMQ sends pulls from this memory and drops
@@ -98,6 +108,7 @@ typedef struct cvar {
 typedef struct pull_slot {
     atomic_int busy;
     vbuf      *vb;
+    uint64_t   bytes;
 } pull_slot;
 
 /* A push's answer held back to go out with the client's next reply. */
@@ -465,21 +476,28 @@ send_error(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *r
     send_reply(c, rid, rid_len, req, e, c->global_step, &f, 1);
 }
 
-/* Send the push answers held back for cl, in order: one message each, or
- * (chained) as the first replies of the message whose routing id has just
- * been sent, each flagged SR_WIRE_F_CHAIN: the caller's reply follows. */
+enum { HELD_ALONE, HELD_BEFORE_REPLY, HELD_ONE_MESSAGE };
+
+/* Send the push answers held back for cl, in order: one message each
+ * (HELD_ALONE), or chained, each flagged SR_WIRE_F_CHAIN, after the routing
+ * id the caller has just sent: before the caller's reply
+ * (HELD_BEFORE_REPLY), or on their own, the last one unflagged and ending
+ * the message (HELD_ONE_MESSAGE). */
 static void
-send_held(coord *c, client *cl, int chained)
+send_held(coord *c, client *cl, int how)
 {
     for (size_t i = 0; i < cl->nheld; i++) {
         sr_wire_push_rep rep = {cl->held[i].outcome};
         uint8_t          buf[8];
         size_t           n = sr_wire_push_rep_encode(&rep, buf, sizeof(buf));
-        if (!chained) {
+        int              end = how == HELD_ONE_MESSAGE && i + 1 == cl->nheld;
+        if (how == HELD_ALONE) {
             frame f = {buf, n};
             send_reply(c, cl->rid, cl->rid_len, &cl->held[i].h, SR_OK, cl->held[i].step, &f, 1);
-        } else if (send_hdr(c, &cl->held[i].h, SR_OK, cl->held[i].step, SR_WIRE_F_CHAIN, 1) == 0) {
-            zmq_send(c->sock, buf, n, ZMQ_SNDMORE); /* the rest of a message ZeroMQ took */
+        } else if (send_hdr(c, &cl->held[i].h, SR_OK, cl->held[i].step, end ? 0 : SR_WIRE_F_CHAIN,
+                            1) == 0) {
+            /* the rest of a message ZeroMQ took */
+            zmq_send(c->sock, buf, n, end ? 0 : ZMQ_SNDMORE);
         }
     }
     if (cl->nheld > 0) {
@@ -488,10 +506,15 @@ send_held(coord *c, client *cl, int chained)
     }
 }
 
+/* The held answers, now: in one message to a client that reads chains. */
 static void
 flush_held(coord *c, client *cl)
 {
-    send_held(c, cl, 0);
+    int chained = cl->chained > 0 && cl->nheld > 1;
+    if (chained && zmq_send(c->sock, cl->rid, cl->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        chained = 0; /* the peer is gone or its queue full: each is tried (and lost) alone */
+    }
+    send_held(c, cl, chained ? HELD_ONE_MESSAGE : HELD_ALONE);
 }
 
 /* After a batch of messages: answers held for a client that is not waiting
@@ -1294,6 +1317,7 @@ send_value_frame(coord *c, cvar *v, int last, pull_slot *slot)
         atomic_fetch_add(&v->vb->refs, 1);
         if (slot != NULL) {
             slot->vb = v->vb;
+            slot->bytes = v->meta.nbytes;
             atomic_store(&slot->busy, 1);
         }
         if (zmq_msg_init_data(&m, v->value, (size_t)v->meta.nbytes,
@@ -1358,7 +1382,7 @@ send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want)
         if (zmq_send(c->sock, cl->rid, cl->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
             return -1;
         }
-        send_held(c, cl, 1);
+        send_held(c, cl, HELD_BEFORE_REPLY);
         if (send_hdr(c, &h, SR_OK, token, 0, vars) != 0) {
             return -1;
         }
@@ -1435,6 +1459,7 @@ typedef struct req_ctx {
 /* The PULL reply: a descriptor frame, then the value itself, sent from the
  * variable's buffer (no copy); the buffer stays alive until ZeroMQ is done. */
 static void send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v);
+static void handle_pull_many(coord *c, req_ctx *r);
 
 #define REPLY_ERR(r, code, ...)                                       \
     do {                                                              \
@@ -1457,8 +1482,10 @@ handle_hello(coord *c, req_ctx *r)
     frame             f = {buf, n};
 
     touch_worker(c, r->h.task_index, c->model_ready ? c->global_step : -1);
-    /* Flagged: this coordinator accepts chains (docs/protocol.md). */
-    if (send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, SR_WIRE_F_CHAIN, 1) == 0) {
+    /* Flagged: this coordinator accepts chains and pulls of many variables
+     * (docs/protocol.md). */
+    if (send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step,
+                  SR_WIRE_F_CHAIN | SR_WIRE_F_MANY, 1) == 0) {
         zmq_send(c->sock, f.data, f.len, 0);
     }
 }
@@ -1743,6 +1770,10 @@ handle_pull(coord *c, req_ctx *r)
     cvar        *v;
     uint8_t      buf[SR_WIRE_BODY_MAX];
 
+    if (r->h.flags & SR_WIRE_F_MANY) {
+        handle_pull_many(c, r);
+        return;
+    }
     if (r->nbody != 1 ||
         sr_wire_name_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &nm) != SR_OK) {
         REPLY_ERR(r, SR_EPROTO, "PULL: bad name frame");
@@ -1761,38 +1792,93 @@ handle_pull(coord *c, req_ctx *r)
     send_reply_value(c, r, &f, v);
 }
 
-/* A free pull slot of cl's, or NULL: PULLS_IN_FLIGHT replies are still
- * being sent to it (a client that asks and does not read must not pin one
- * value per step), or no memory. */
-static pull_slot *
-free_pull_slot(client *cl)
+/* Free pull slots of r's client for the values of vars[0..n): 0, or -1
+ * after an error reply: too many replies are still being sent to it
+ * (PULLS_IN_FLIGHT...), or no memory. */
+static int
+take_pull_slots(coord *c, const req_ctx *r, cvar *const *vars, int n, pull_slot **out)
 {
+    client  *cl = r->cl;
+    uint64_t pinned = 0;
+    int      busy = 0, got = 0;
+
     if (cl->pulls == NULL && (cl->pulls = calloc(PULLS_IN_FLIGHT, sizeof(*cl->pulls))) == NULL) {
-        return NULL;
+        REPLY_ERR(r, SR_ENOMEM, "pull %s: no memory", vars[0]->meta.name);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        pinned += vars[i]->meta.nbytes;
     }
     for (int i = 0; i < PULLS_IN_FLIGHT; i++) {
-        if (atomic_load(&cl->pulls[i].busy) == 0) {
-            return &cl->pulls[i];
+        if (atomic_load(&cl->pulls[i].busy) != 0) {
+            busy++;
+            pinned += cl->pulls[i].bytes;
+        } else if (got < n) {
+            out[got++] = &cl->pulls[i];
         }
     }
-    return NULL;
+    if (got < n || (busy + n > PULLS_IN_FLIGHT_BIG && pinned > PULL_PIN_BYTES)) {
+        /* libsyncrep keeps fewer in flight; its resends of a slow pull
+         * reuse the request id, and the first reply wins. */
+        REPLY_ERR(r, SR_EPROTO,
+                  "pull %s: too many earlier pull replies to this client are still being sent "
+                  "(at most %d, or %d holding over %u MiB)",
+                  vars[0]->meta.name, PULLS_IN_FLIGHT, PULLS_IN_FLIGHT_BIG, PULL_PIN_BYTES >> 20);
+        return -1;
+    }
+    return 0;
+}
+
+/* A PULL of many variables (SR_WIRE_F_MANY): every name is checked before
+ * anything is sent; the reply is laid out as a TOKEN reply's variables. */
+static void
+handle_pull_many(coord *c, req_ctx *r)
+{
+    cvar            *vars[SR_WIRE_PULL_MANY_MAX];
+    pull_slot       *slots[SR_WIRE_PULL_MANY_MAX];
+    sr_wire_name     nm;
+    sr_wire_vars_hdr vh = {c->global_step, (uint32_t)r->nbody};
+    uint8_t          vb[16], db[SR_WIRE_BODY_MAX];
+    frame            f;
+
+    if (r->nbody < 1 || r->nbody > SR_WIRE_PULL_MANY_MAX) {
+        REPLY_ERR(r, SR_EPROTO, "PULL: %d names (1..%d)", r->nbody, SR_WIRE_PULL_MANY_MAX);
+        return;
+    }
+    for (int i = 0; i < r->nbody; i++) {
+        if (sr_wire_name_decode(zmq_msg_data(&r->body[i]), zmq_msg_size(&r->body[i]), &nm) !=
+            SR_OK) {
+            REPLY_ERR(r, SR_EPROTO, "PULL: bad name frame %d", i + 1);
+            return;
+        }
+        if (!c->model_ready) {
+            REPLY_ERR(r, SR_ENOTREADY, "pull %s: model not ready", nm.name);
+            return;
+        }
+        if ((vars[i] = find_var(c, nm.name)) == NULL) {
+            REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", nm.name);
+            return;
+        }
+    }
+    if (take_pull_slots(c, r, vars, r->nbody, slots) != 0 ||
+        send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 0, 1) != 0) {
+        return;
+    }
+    /* The rest of a message ZeroMQ took. */
+    zmq_send(c->sock, vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb)), ZMQ_SNDMORE);
+    for (int i = 0; i < r->nbody; i++) {
+        encode_vardesc(vars[i], db, sizeof(db), &f);
+        zmq_send(c->sock, f.data, f.len, ZMQ_SNDMORE);
+        send_value_frame(c, vars[i], i + 1 == r->nbody, slots[i]);
+    }
 }
 
 static void
 send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v)
 {
-    pull_slot *slot = free_pull_slot(r->cl);
+    pull_slot *slot = NULL;
 
-    if (slot == NULL && r->cl->pulls == NULL) {
-        REPLY_ERR(r, SR_ENOMEM, "pull %s: no memory", v->meta.name);
-        return;
-    }
-    if (slot == NULL) {
-        /* libsyncrep pulls one variable at a time; its resends of a slow
-         * pull reuse the request id, and the first reply wins. */
-        REPLY_ERR(r, SR_EPROTO,
-                  "pull %s: %d earlier pull replies to this client are still being sent",
-                  v->meta.name, PULLS_IN_FLIGHT);
+    if (take_pull_slots(c, r, &v, 1, &slot) != 0) {
         return;
     }
     if (send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 0, 1) == 0 &&
@@ -1817,7 +1903,7 @@ push_reply(coord *c, req_ctx *r, int outcome)
         cl->duplicate++;
     }
     /* Held back until the end of this batch at least (flush_held_batch). */
-    if (cl->nheld >= PUSH_REPLY_HOLD_MAX) {
+    if (cl->nheld >= (cl->chained > 0 ? PUSH_REPLY_HOLD_MAX_CHAIN : PUSH_REPLY_HOLD_MAX)) {
         flush_held(c, cl);
     }
     held_reply *q = sr_grow_array(cl->held, &cl->cap_held, cl->nheld + 1, sizeof(*q));

@@ -33,7 +33,8 @@ typedef enum {
     SR_MSG_DECLARE = 2,     /* frame1 vardesc, frame2 initial value (optional), or
                                (SR_WIRE_DECLARE_PART) pushdesc + one part of it */
     SR_MSG_READY = 3,       /* frame1 sr_wire_ready_req -> sr_wire_ready_rep */
-    SR_MSG_PULL = 4,        /* frame1 name -> frame1 vardesc, frame2 data */
+    SR_MSG_PULL = 4,        /* frame1 name -> frame1 vardesc, frame2 data (SR_WIRE_F_MANY:
+                               names -> vars_hdr, then vardesc + data per name) */
     SR_MSG_PUSH = 5,        /* frame1 pushdesc (count = bytes), frame2 data -> push_rep */
     SR_MSG_PUSH_SPARSE = 6, /* frame1 pushdesc (count = rows), frame2 int64 indices,
                                frame3 rows -> push_rep */
@@ -57,6 +58,13 @@ typedef enum {
  * push's answer, another reply follows after its one body frame; on the
  * HELLO reply, the coordinator accepts chains. */
 #define SR_WIRE_F_CHAIN 0x4u
+/* Pulls of many variables (docs/protocol.md, PULL): on a PULL request, the
+ * body is 1..SR_WIRE_PULL_MANY_MAX name frames and the reply carries their
+ * values as a TOKEN reply carries the model (sr_wire_vars_hdr, then a
+ * vardesc and a value per name, in the request's order); on the HELLO
+ * reply, the coordinator takes such pulls. */
+#define SR_WIRE_F_MANY        0x8u
+#define SR_WIRE_PULL_MANY_MAX 24
 
 /* Frame 0 of every message.  Replies echo request_id, client_id, task_index
  * and carry the coordinator's incarnation; status is 0 or a negative sr_err,

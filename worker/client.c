@@ -53,6 +53,31 @@
  * coordinator announced its message limit; docs/protocol.md, DECLARE). */
 #define DECLARE_PART_MAX (8u << 20)
 #define HEADROOM         (64u << 10) /* a part's header and descriptors, generously */
+/* Pipelined pushes held back to leave in one message (a chain) with the next
+ * request (sr_client_push_many, sr_client_push_step): with it (at most four
+ * frames), at most the coordinator's 32 frames a message (docs/protocol.md,
+ * Chains). */
+#define CHAIN_HELD_MAX 9
+/* sr_client_pull_many: at most this many pulls (this many bytes of values)
+ * unanswered; a bigger variable goes alone. */
+#define PULL_WINDOW       192
+#define PULL_WINDOW_BYTES (8u << 20)
+
+/* The pulls of one sr_client_pull_many, while rpc takes their answers. */
+typedef struct pull_batch {
+    size_t             n;
+    const char *const *names;
+    void *const       *dsts;
+    const size_t      *sizes;
+    uint64_t          *req;   /* an item's request id, while in flight */
+    uint8_t           *state; /* PULL_TO_SEND, PULL_IN_FLIGHT, PULL_DONE */
+    size_t             next;  /* items before it are sent or done */
+    size_t             first; /* items before it are done */
+    size_t             inflight, inflight_bytes, left;
+    int                rc; /* the first refusal: sends no more */
+} pull_batch;
+
+enum { PULL_TO_SEND, PULL_IN_FLIGHT, PULL_DONE };
 
 typedef struct decl {
     char     name[SR_WIRE_MAX_NAME + 1];
@@ -83,8 +108,9 @@ struct sr_client {
                             until the next sr_client_step */
     decl          *decls;
     size_t         ndecls, cap_decls;
-    sr_wire_header rh;  /* the last reply */
-    zmq_msg_t     *rep; /* the last reply's body frames */
+    size_t         decl_next; /* where find_decl looks first */
+    sr_wire_header rh;        /* the last reply */
+    zmq_msg_t     *rep;       /* the last reply's body frames */
     int            nrep, cap_rep;
     uint16_t       req_flags; /* extra header flags for the next rpc */
     /* Variables that came with the last token (SR_WIRE_F_WANT_VARS): pulls
@@ -95,6 +121,7 @@ struct sr_client {
     } * cache;
     int     ncache, cap_cache;
     int64_t cache_step; /* the global step of the cached values */
+    int     cache_next; /* where the next pull's name is looked for first */
     int     pulled;     /* pulls since the last step: ask for the variables */
     /* Pushes sent and not yet acknowledged, in send order: each owns a copy
      * of its descriptor and gradient (for resends); entries past npend keep
@@ -106,7 +133,7 @@ struct sr_client {
         uint8_t       *buf; /* descriptor, then (unless ext) the gradient */
         size_t         desc_len, data_len, cap;
         const uint8_t *ext; /* the caller's gradient, valid during its call */
-    } * pend;
+    } * *pend;              /* pointers: an answer's removal moves pointers, not entries */
     int             npend, cap_pend;
     size_t          pend_bytes;
     size_t          room_need, room_budget; /* rpc type 0 waits until this fits */
@@ -124,10 +151,16 @@ struct sr_client {
      * request, which it then precedes in one message; replies after a
      * chained answer are still to be read from the current message. */
     int chain_ok;
+    int many_ok;   /* the coordinator takes pulls of many variables (HELLO) */
     int hold_next; /* inside sr_client_push_step, to a coordinator taking chains */
-    int held_push; /* pend[npend - 1] is not sent yet: only between push_step's push and its
-                      TOKEN request, whose send_request sends it */
-    int chain_more;
+    int hold_many; /* inside sr_client_push_many, to a coordinator taking chains */
+    int held;      /* the last `held` pushes of pend are not sent yet: the next request
+                      takes them along (send_request), or they go alone (send_held) */
+    int         chain_more;
+    pull_batch *batch; /* inside sr_client_pull_many */
+    uint64_t   *batch_req;
+    uint8_t    *batch_state;
+    size_t      cap_batch;
 };
 
 typedef struct {
@@ -277,21 +310,37 @@ pend_frames(const struct pend *p, frame f[2])
     f[1] = (frame){p->ext ? p->ext : p->buf + p->desc_len, p->data_len};
 }
 
-/* A new request, behind the held-back push if there is one: both in one
- * message, the push flagged SR_WIRE_F_CHAIN. */
+/* Send the held-back pushes in one message, each flagged SR_WIRE_F_CHAIN
+ * but (alone) the last; not alone, a request follows (send_request).  dw:
+ * the first frame's ZMQ_DONTWAIT (ZeroMQ takes the rest of a message whose
+ * first frame it took).  Unsent on failure, they are re-sent later. */
+static int
+send_held(sr_client *c, int alone, int dw)
+{
+    int first = c->npend - c->held;
+
+    c->held = 0;
+    for (int i = first; i < c->npend; i++) {
+        const struct pend *p = c->pend[i];
+        int                end = alone && i == c->npend - 1;
+        frame              pf[2];
+        pend_frames(p, pf);
+        if (send_frames(c, SR_MSG_PUSH, p->req, end ? 0 : SR_WIRE_F_CHAIN, c->incarnation,
+                        p->local_step, p->seq, pf, 2, !end, i == first ? dw : 0) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A new request, behind the held-back pushes if there are some: all in one
+ * message, the pushes flagged SR_WIRE_F_CHAIN. */
 static int
 send_request(sr_client *c, int type, uint64_t req_id, uint16_t flags, int64_t local_step,
              uint64_t seq, const frame *f, int nf)
 {
-    if (c->held_push) {
-        const struct pend *p = &c->pend[c->npend - 1];
-        frame              pf[2];
-        pend_frames(p, pf);
-        c->held_push = 0;
-        if (send_frames(c, SR_MSG_PUSH, p->req, SR_WIRE_F_CHAIN, c->incarnation, p->local_step,
-                        p->seq, pf, 2, 1, extra_flags(type, flags)) != 0) {
-            return -1;
-        }
+    if (c->held > 0 && send_held(c, 0, extra_flags(type, flags)) != 0) {
+        return -1;
     }
     return send_msg(c, type, req_id, flags, c->incarnation, local_step, seq, f, nf);
 }
@@ -397,17 +446,17 @@ count_outcome(sr_client *c, int outcome)
 static void
 pend_remove(sr_client *c, int i)
 {
-    struct pend gone = c->pend[i];
+    struct pend *gone = c->pend[i];
 
-    if (i == c->npend - 1) {
-        c->held_push = 0;
+    if (i >= c->npend - c->held) {
+        c->held--;
     }
     memmove(&c->pend[i], &c->pend[i + 1], (size_t)(c->npend - i - 1) * sizeof(gone));
     c->npend--;
-    c->npend_ext -= gone.ext != NULL;
-    gone.ext = NULL;
+    c->npend_ext -= gone->ext != NULL;
+    gone->ext = NULL;
     c->pend[c->npend] = gone; /* keeps its buffer for the next push */
-    c->pend_bytes -= gone.desc_len + gone.data_len;
+    c->pend_bytes -= gone->desc_len + gone->data_len;
 }
 
 static int
@@ -429,7 +478,7 @@ pend_reply(sr_client *c)
         return 0;
     }
     for (int i = 0; i < c->npend; i++) {
-        if (c->pend[i].req != c->rh.request_id) {
+        if (c->pend[i]->req != c->rh.request_id) {
             continue;
         }
         if (c->rh.status == SR_OK && c->nrep == 1 &&
@@ -438,7 +487,7 @@ pend_reply(sr_client *c)
             count_outcome(c, rep.outcome);
         } else if (c->deferred_rc == 0) {
             char what[300];
-            snprintf(what, sizeof(what), "push %s", c->pend[i].name);
+            snprintf(what, sizeof(what), "push %s", c->pend[i]->name);
             c->deferred_rc = c->rh.status != SR_OK
                                  ? reply_error(c, what)
                                  : fail(c, SR_EPROTO, "%s: malformed reply", what);
@@ -472,11 +521,214 @@ room_ok(const sr_client *c)
                              c->pend_bytes <= c->room_budget - c->room_need);
 }
 
+/* ---- pulls in flight (sr_client_pull_many) ------------------------------ */
+
+/* Whether item i may join the pulls in flight (always when none are). */
+static int
+batch_room(const pull_batch *b, size_t i)
+{
+    return b->inflight == 0 ||
+           (b->inflight < PULL_WINDOW && b->sizes[i] <= PULL_WINDOW_BYTES - b->inflight_bytes);
+}
+
+static size_t
+window_bytes(const pull_batch *b, size_t i)
+{
+    return b->sizes[i] < PULL_WINDOW_BYTES ? b->sizes[i] : PULL_WINDOW_BYTES;
+}
+
+/* Send one PULL for the items in flight under request id `req` (a resend),
+ * or for the next items to send (req 0): several names in one request when
+ * the coordinator takes them (SR_WIRE_F_MANY), as many as fit the window. */
+static int
+batch_send(sr_client *c, pull_batch *b, uint64_t req)
+{
+    uint8_t  buf[SR_WIRE_PULL_MANY_MAX][SR_WIRE_BODY_MAX];
+    frame    f[SR_WIRE_PULL_MANY_MAX];
+    size_t   idx[SR_WIRE_PULL_MANY_MAX];
+    int      nf = 0, most = c->many_ok ? SR_WIRE_PULL_MANY_MAX : 1;
+    uint16_t flags = req != 0 ? SR_WIRE_F_RESEND : 0;
+
+    for (size_t i = req != 0 ? b->first : b->next; i < b->n && nf < most; i++) {
+        if (req != 0 ? b->state[i] != PULL_IN_FLIGHT || b->req[i] != req
+                     : b->state[i] != PULL_TO_SEND) {
+            if (req != 0 && i >= b->next) {
+                break;
+            }
+            continue;
+        }
+        if (req == 0 && !batch_room(b, i)) {
+            break;
+        }
+        f[nf] = (frame){buf[nf], sr_wire_name_encode(b->names[i], buf[nf], sizeof(buf[nf]))};
+        idx[nf++] = i;
+        if (req == 0) {
+            b->state[i] = PULL_IN_FLIGHT;
+            b->inflight++;
+            b->inflight_bytes += window_bytes(b, i);
+            b->next = i + 1;
+        }
+    }
+    if (nf == 0) {
+        return 0;
+    }
+    if (nf > 1) {
+        flags |= SR_WIRE_F_MANY;
+    }
+    if (req != 0) {
+        return send_msg(c, SR_MSG_PULL, req, flags, c->incarnation, 0, 0, f, nf);
+    }
+    req = ++c->next_req;
+    for (int k = 0; k < nf; k++) {
+        b->req[idx[k]] = req;
+    }
+    /* Pushes held back go first, alone: with many names there is no room for them. */
+    if (nf > 1 && c->held > 0 && send_held(c, 1, 0) != 0) {
+        return -1;
+    }
+    return send_request(c, SR_MSG_PULL, req, flags, 0, 0, f, nf);
+}
+
+/* Send pulls while the window has room. */
+static void
+batch_fill(sr_client *c, pull_batch *b)
+{
+    while (b->rc == SR_OK && b->next < b->n) {
+        if (b->state[b->next] != PULL_TO_SEND) {
+            b->next++;
+            continue;
+        }
+        if (!batch_room(b, b->next)) {
+            return;
+        }
+        if (batch_send(c, b, 0) != 0) {
+            b->rc = fail(c, SR_EMSG, "send PULL: %s", zmq_strerror(errno));
+            return;
+        }
+    }
+}
+
+/* The answers a restart lost: those pulls go again. */
+static void
+batch_rewind(pull_batch *b)
+{
+    for (size_t i = b->first; i < b->next; i++) {
+        if (b->state[i] == PULL_IN_FLIGHT) {
+            b->state[i] = PULL_TO_SEND;
+        }
+    }
+    b->next = b->first;
+    b->inflight = 0;
+    b->inflight_bytes = 0;
+}
+
+static int pull_value(sr_client *c, const char *name, void *dst, size_t dst_bytes,
+                      const zmq_msg_t *desc, const zmq_msg_t *value, int named);
+
+/* The reply in c->rh answers the pulls of request id `req` (n items, from
+ * item i on): copy the values out, or return the refusal. */
+static int
+batch_answer(sr_client *c, pull_batch *b, size_t i, size_t n)
+{
+    sr_wire_vars_hdr vh;
+    int              rc = SR_OK;
+
+    if (c->rh.status != SR_OK) {
+        return reply_error(c, "pull");
+    }
+    if (n == 1) {
+        return c->nrep != 2
+                   ? fail(c, SR_EPROTO, "pull %s: malformed reply", b->names[i])
+                   : pull_value(c, b->names[i], b->dsts[i], b->sizes[i], &c->rep[0], &c->rep[1], 0);
+    }
+    if (c->nrep < 1 ||
+        sr_wire_vars_hdr_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]), &vh) != SR_OK ||
+        vh.nvars != n || (size_t)c->nrep != 1 + 2 * n) {
+        return fail(c, SR_EPROTO, "pull %s...: malformed reply", b->names[i]);
+    }
+    for (size_t k = 0; rc == SR_OK && k < n; i++) {
+        if (b->req[i] == c->rh.request_id) {
+            rc = pull_value(c, b->names[i], b->dsts[i], b->sizes[i], &c->rep[1 + 2 * k],
+                            &c->rep[2 + 2 * k], 1);
+            k++;
+        }
+    }
+    return rc;
+}
+
+/* If the reply in c->rh answers pulls in flight, copy the values out (or
+ * keep the refusal), send the next ones, and return 1. */
+static int
+batch_reply(sr_client *c)
+{
+    pull_batch *b = c->batch;
+    size_t      i, n = 0;
+
+    if (b == NULL || c->rh.type != (SR_MSG_PULL | SR_WIRE_REPLY)) {
+        return 0;
+    }
+    for (i = b->first; i < b->next; i++) {
+        if (b->state[i] == PULL_IN_FLIGHT && b->req[i] == c->rh.request_id) {
+            break;
+        }
+    }
+    if (i == b->next) {
+        return 0; /* a late answer to a resend */
+    }
+    for (size_t k = i; k < b->next; k++) {
+        n += b->state[k] == PULL_IN_FLIGHT && b->req[k] == c->rh.request_id;
+    }
+    int rc = batch_answer(c, b, i, n);
+    if (rc != SR_OK && b->rc == SR_OK) {
+        b->rc = rc;
+    }
+    for (size_t k = i; k < b->next; k++) {
+        if (b->state[k] == PULL_IN_FLIGHT && b->req[k] == c->rh.request_id) {
+            b->state[k] = PULL_DONE;
+            b->inflight--;
+            b->inflight_bytes -= window_bytes(b, k);
+            b->left--;
+        }
+    }
+    while (b->first < b->next && b->state[b->first] == PULL_DONE) {
+        b->first++;
+    }
+    batch_fill(c, b);
+    return 1;
+}
+
+/* Each request in flight again, with its request id. */
+static void
+batch_resend(sr_client *c, pull_batch *b)
+{
+    uint64_t last = 0;
+    for (size_t i = b->first; i < b->next; i++) {
+        if (b->state[i] == PULL_IN_FLIGHT && b->req[i] > last) {
+            last = b->req[i]; /* request ids grow with the items */
+            if (batch_send(c, b, last) == 0) {
+                c->stats.resends++;
+            }
+        }
+    }
+}
+
+/* What an rpc without a request (type 0) waits for: room among the pipelined
+ * pushes, or the end of the pulls in flight. */
+static int
+wait_over(const sr_client *c)
+{
+    if (c->batch != NULL) {
+        return c->batch->left == 0 || c->batch->rc != SR_OK;
+    }
+    return room_ok(c);
+}
+
 /* Request/reply.  mode_token: the request is a TOKEN: re-send it every
  * second with the same id and PING alongside, waiting as long as the
  * coordinator answers pings.  type 0: no request, wait until enough
- * pipelined pushes are answered (room_ok).  Replies to pipelined pushes are taken on the
- * way; pipelined pushes are re-sent (before the request) whenever it is.
+ * pipelined pushes are answered (room_ok), or the pulls in flight are
+ * (c->batch).  Replies to pipelined pushes and pulls in flight are taken on
+ * the way; pipelined pushes are re-sent (before the request) whenever it is.
  * Returns SR_OK (reply in c->rh / c->rep; its status may be an error),
  * RESTARTED, or SR_ETIMEDOUT / SR_EMSG. */
 static int
@@ -496,8 +748,12 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
     /* Big requests are resent rarely: the coordinator may be busy with them. */
     interval = mode_token ? 1000 : (bytes > (1u << 20) ? 5000 : 1000);
     next_resend = now + interval;
-    if (type == 0 && room_ok(c)) {
+    if (type == 0 && wait_over(c)) {
         return SR_OK;
+    }
+    /* Held pushes are waited for: they go now, alone. */
+    if (type == 0 && c->held > 0 && send_held(c, 1, 0) != 0) {
+        return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
     }
     if (type != 0 && send_request(c, type, req, c->req_flags, local_step, seq, f, nf) != 0) {
         return fail(c, SR_EMSG, "send %s: %s", sr_wire_type_name(type), zmq_strerror(errno));
@@ -535,8 +791,8 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
             if (type != 0 && c->rh.request_id == req) {
                 return SR_OK;
             }
-            if (pend_reply(c)) {
-                if (type == 0 && room_ok(c)) {
+            if (pend_reply(c) || batch_reply(c)) {
+                if (type == 0 && wait_over(c)) {
                     return SR_OK;
                 }
                 continue;
@@ -550,13 +806,20 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
         now = sr_clock_now_ms();
         if (now - last_contact >= c->timeout_ms) {
             return fail(c, SR_ETIMEDOUT, "%s: no answer from %s for %d ms",
-                        type != 0 ? sr_wire_type_name(type) : "push", c->endpoint, c->timeout_ms);
+                        type != 0  ? sr_wire_type_name(type)
+                        : c->batch ? "PULL"
+                                   : "push",
+                        c->endpoint, c->timeout_ms);
         }
         if (now >= next_resend) {
+            c->held = 0; /* all of them go now */
             for (int i = 0; i < c->npend; i++) {
-                if (pend_send(c, &c->pend[i], SR_WIRE_F_RESEND) == 0) {
+                if (pend_send(c, c->pend[i], SR_WIRE_F_RESEND) == 0) {
                     c->stats.resends++;
                 }
+            }
+            if (c->batch != NULL) {
+                batch_resend(c, c->batch);
             }
             if (type != 0 && send_msg(c, type, req, (uint16_t)(SR_WIRE_F_RESEND | c->req_flags),
                                       c->incarnation, local_step, seq, f, nf) == 0) {
@@ -605,6 +868,7 @@ hello(sr_client *c)
         c->part_bytes = rep.partition_bytes;
         c->max_msg = rep.max_message_bytes;
         c->chain_ok = (c->rh.flags & SR_WIRE_F_CHAIN) != 0;
+        c->many_ok = (c->rh.flags & SR_WIRE_F_MANY) != 0;
         return SR_OK;
     }
 }
@@ -647,6 +911,21 @@ resync(sr_client *c)
 }
 
 /* ---- API ---------------------------------------------------------------- */
+
+/* This client's declaration of `name`, or NULL.  A training loop pushes in
+ * the same order every round: the search starts after the last one found. */
+static decl *
+find_decl(sr_client *c, const char *name)
+{
+    for (size_t k = 0; k < c->ndecls; k++) {
+        size_t i = (c->decl_next + k) % c->ndecls;
+        if (strcmp(c->decls[i].name, name) == 0) {
+            c->decl_next = i + 1;
+            return &c->decls[i];
+        }
+    }
+    return NULL;
+}
 
 static uint64_t
 random_id(void)
@@ -761,9 +1040,14 @@ sr_client_close(sr_client *c)
     drop_cache(c);
     free(c->cache);
     for (int i = 0; i < c->cap_pend; i++) {
-        free(c->pend[i].buf);
+        if (c->pend[i] != NULL) {
+            free(c->pend[i]->buf);
+            free(c->pend[i]);
+        }
     }
     free(c->pend);
+    free(c->batch_req);
+    free(c->batch_state);
     free(c->rep);
     for (size_t i = 0; i < c->ndecls; i++) {
         free(c->decls[i].init);
@@ -906,10 +1190,8 @@ sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim, c
     if (sr_shape_bytes(dtype, ndim, shape, &nbytes) != SR_OK) {
         return fail(c, SR_EINVAL, "declare %s: %s", name, sr_errdetail());
     }
-    for (size_t i = 0; i < c->ndecls; i++) {
-        if (strcmp(c->decls[i].name, name) == 0) {
-            return fail(c, SR_EEXIST, "declare %s: already declared by this client", name);
-        }
+    if (find_decl(c, name) != NULL) {
+        return fail(c, SR_EEXIST, "declare %s: already declared by this client", name);
     }
     decl *grown = sr_grow_array(c->decls, &c->cap_decls, c->ndecls + 1, sizeof(*grown));
     if (grown == NULL) {
@@ -1035,63 +1317,133 @@ sr_client_ready(sr_client *c)
     return SR_OK;
 }
 
-int
-sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes)
+/* One variable of a PULL reply (its descriptor and value frames) into dst;
+ * named: the descriptor must name it (a reply of many). */
+static int
+pull_value(sr_client *c, const char *name, void *dst, size_t dst_bytes, const zmq_msg_t *desc,
+           const zmq_msg_t *value, int named)
 {
-    uint8_t         buf[SR_WIRE_BODY_MAX];
     sr_wire_vardesc vd;
-    frame           f;
+    size_t          n = zmq_msg_size((zmq_msg_t *)value);
 
-    if (c == NULL || name == NULL || (dst == NULL && dst_bytes > 0)) {
-        return sr_fail(SR_EINVAL, "sr_client_pull: NULL argument");
-    }
-    f.data = buf;
-    if ((f.len = sr_wire_name_encode(name, buf, sizeof(buf))) == 0) {
-        return fail(c, SR_EINVAL, "pull: bad variable name");
-    }
-    c->pulled = 1;
-    for (int i = 0; i < c->ncache; i++) {
-        if (strcmp(c->cache[i].name, name) == 0 && zmq_msg_size(&c->cache[i].value) == dst_bytes) {
-            /* Came with this round's token: the values as of that moment. */
-            if (dst_bytes > 0) {
-                memcpy(dst, zmq_msg_data(&c->cache[i].value), dst_bytes);
-            }
-            c->global_step = c->cache_step;
-            c->stats.pulls_cached++;
-            return SR_OK;
-        }
-    }
-    for (;;) {
-        int rc = rpc(c, SR_MSG_PULL, 0, 0, &f, 1, 0);
-        if (rc == RESTARTED) {
-            if ((rc = resync(c)) != SR_OK) {
-                return rc;
-            }
-            continue; /* the pull completes against the new incarnation */
-        }
-        if (rc < 0) {
-            return rc;
-        }
-        break;
-    }
-    if (c->rh.status != SR_OK) {
-        return reply_error(c, "pull");
-    }
-    if (c->nrep != 2 ||
-        sr_wire_vardesc_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]), &vd) != SR_OK) {
+    if (sr_wire_vardesc_decode(zmq_msg_data((zmq_msg_t *)desc), zmq_msg_size((zmq_msg_t *)desc),
+                               &vd) != SR_OK ||
+        (named && strcmp(vd.name, name) != 0)) {
         return fail(c, SR_EPROTO, "pull %s: malformed reply", name);
     }
-    if (zmq_msg_size(&c->rep[1]) != dst_bytes) {
+    if (n != dst_bytes) {
         char s[160];
         sr_shape_format(vd.ndim, vd.shape, s, sizeof(s));
         return fail(c, SR_EINVAL, "pull %s: variable is %s%s = %zu bytes, buffer is %zu", name,
-                    sr_dtype_name(vd.dtype), s, zmq_msg_size(&c->rep[1]), dst_bytes);
+                    sr_dtype_name(vd.dtype), s, n, dst_bytes);
     }
     if (dst_bytes > 0) {
-        memcpy(dst, zmq_msg_data(&c->rep[1]), dst_bytes);
+        memcpy(dst, zmq_msg_data((zmq_msg_t *)value), dst_bytes);
     }
     c->global_step = c->rh.local_step;
     return SR_OK;
+}
+
+/* Serve a pull from the variables that came with this round's token (the
+ * values as of that moment).  Pulls mostly come in the coordinator's order:
+ * the search starts after the last one found. */
+static int
+pull_cached(sr_client *c, const char *name, void *dst, size_t dst_bytes)
+{
+    for (int k = 0; k < c->ncache; k++) {
+        int i = (c->cache_next + k) % c->ncache;
+        if (strcmp(c->cache[i].name, name) == 0 && zmq_msg_size(&c->cache[i].value) == dst_bytes) {
+            if (dst_bytes > 0) {
+                memcpy(dst, zmq_msg_data(&c->cache[i].value), dst_bytes);
+            }
+            c->cache_next = i + 1;
+            c->global_step = c->cache_step;
+            c->stats.pulls_cached++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int
+sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *const *dsts,
+                    const size_t *dst_bytes)
+{
+    pull_batch b;
+    int        rc = SR_OK;
+
+    if (c == NULL || (n > 0 && (names == NULL || dsts == NULL || dst_bytes == NULL))) {
+        return sr_fail(SR_EINVAL, "sr_client_pull_many: NULL argument");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (names[i] == NULL || (dsts[i] == NULL && dst_bytes[i] > 0)) {
+            return sr_fail(SR_EINVAL, "sr_client_pull_many: NULL argument (item %zu)", i);
+        }
+        if (strlen(names[i]) == 0 || strlen(names[i]) > SR_WIRE_MAX_NAME) {
+            return fail(c, SR_EINVAL, "pull: bad variable name");
+        }
+    }
+    if (n > c->cap_batch) {
+        uint64_t *r = realloc(c->batch_req, n * sizeof(*r));
+        if (r != NULL) {
+            c->batch_req = r;
+        }
+        uint8_t *st = realloc(c->batch_state, n);
+        if (st != NULL) {
+            c->batch_state = st;
+        }
+        if (r == NULL || st == NULL) {
+            return fail(c, SR_ENOMEM, "pull: %zu variables", n);
+        }
+        c->cap_batch = n;
+    }
+    memset(&b, 0, sizeof(b));
+    b.n = n;
+    b.names = names;
+    b.dsts = dsts;
+    b.sizes = dst_bytes;
+    b.req = c->batch_req;
+    b.state = c->batch_state;
+    c->pulled = 1;
+    for (size_t i = 0; i < n; i++) {
+        b.state[i] = pull_cached(c, names[i], dsts[i], dst_bytes[i]) ? PULL_DONE : PULL_TO_SEND;
+        b.left += b.state[i] == PULL_TO_SEND;
+    }
+    while (b.first < n && b.state[b.first] == PULL_DONE) {
+        b.first++;
+    }
+    b.next = b.first;
+    while (b.left > 0) {
+        c->batch = &b;
+        batch_fill(c, &b);
+        rc = b.rc != SR_OK ? b.rc : rpc(c, 0, 0, 0, NULL, 0, 0);
+        c->batch = NULL;
+        if (rc == RESTARTED) {
+            /* The answers in flight are lost: those pulls go to the new
+             * incarnation (this round is tainted: resync). */
+            batch_rewind(&b);
+            if ((rc = resync(c)) != SR_OK) {
+                return rc;
+            }
+            continue;
+        }
+        if (rc != SR_OK) {
+            return rc;
+        }
+        if (b.rc != SR_OK) {
+            return b.rc;
+        }
+    }
+    return SR_OK;
+}
+
+int
+sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes)
+{
+    if (c == NULL || name == NULL || (dst == NULL && dst_bytes > 0)) {
+        return sr_fail(SR_EINVAL, "sr_client_pull: NULL argument");
+    }
+    return sr_client_pull_many(c, 1, &name, &dst, &dst_bytes);
 }
 
 /* Send a push (dense or sparse) and account for the outcome. */
@@ -1174,7 +1526,8 @@ take_deferred(sr_client *c)
 }
 
 /* Queue one PUSH (descriptor desc, data of len bytes: copied, or used in
- * place when ext) and send it; its answer is taken by a later wait. */
+ * place when ext) and send it, or (hold) hold it back for the next request
+ * or wait; its answer is taken by a later wait. */
 static int
 pend_add(sr_client *c, const char *name, const frame *desc, const void *data, size_t len, int ext,
          int hold)
@@ -1182,9 +1535,12 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
     size_t       need = desc->len + (ext ? 0 : len);
     struct pend *p;
 
+    if (hold && c->held >= CHAIN_HELD_MAX && send_held(c, 1, 0) != 0) {
+        return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
+    }
     if (c->npend == c->cap_pend) {
-        int          nc = c->cap_pend ? c->cap_pend * 2 : 16;
-        struct pend *q = realloc(c->pend, (size_t)nc * sizeof(*q));
+        int           nc = c->cap_pend ? c->cap_pend * 2 : 16;
+        struct pend **q = realloc(c->pend, (size_t)nc * sizeof(*q));
         if (q == NULL) {
             return fail(c, SR_ENOMEM, "push %s", name);
         }
@@ -1192,7 +1548,10 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
         c->pend = q;
         c->cap_pend = nc;
     }
-    p = &c->pend[c->npend];
+    if (c->pend[c->npend] == NULL && (c->pend[c->npend] = calloc(1, sizeof(*p))) == NULL) {
+        return fail(c, SR_ENOMEM, "push %s", name);
+    }
+    p = c->pend[c->npend];
     if (p->cap < need) {
         uint8_t *b = realloc(p->buf, need);
         if (b == NULL) {
@@ -1220,7 +1579,7 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
             return fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
         }
     }
-    c->held_push = hold;
+    c->held += hold != 0;
     c->npend++;
     c->npend_ext += ext != 0;
     c->pend_bytes += desc->len + len;
@@ -1230,16 +1589,21 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
 /* A dense push of a variable this client declared with that size, small
  * enough to copy: sent without waiting for its answer, which the next
  * blocking call (the step, normally) takes on the way, so that push and
- * token request share one round trip.  Exactly-once and resends work as
- * for any push (the copy is what is re-sent).  In sr_client_push_step the
- * push is held for the token request of the same call and sent from the
- * caller's buffer, whatever its size: the call waits for its answer. */
+ * token request share one round trip.  In sr_client_push_many (to a
+ * coordinator taking chains) it is held back, unsent, and leaves in one
+ * message with the next ones (up to CHAIN_HELD_MAX) and the next request,
+ * or at the end of that call: a model of many small variables costs a
+ * message per ten pushes, not one each.  Exactly-once and resends work as
+ * for any push (the copy is what is re-sent).  In
+ * sr_client_push_step the push is sent from the caller's buffer, whatever
+ * its size (ext), with the token request of the same call: the call waits
+ * for its answer. */
 static int
 push_pipelined(sr_client *c, const char *name, const frame *f)
 {
-    int    held = c->hold_next;
+    int    ext = c->hold_next;
     size_t need = f[0].len + f[1].len;
-    int    rc = wait_room(c, need, held && need > PIPE_MAX_BYTES ? need : PIPE_MAX_BYTES);
+    int    rc = wait_room(c, need, ext && need > PIPE_MAX_BYTES ? need : PIPE_MAX_BYTES);
 
     if (rc != SR_OK) {
         return rc;
@@ -1248,7 +1612,7 @@ push_pipelined(sr_client *c, const char *name, const frame *f)
         count_outcome(c, SR_PUSH_STALE);
         return SR_OK;
     }
-    return pend_add(c, name, &f[0], f[1].data, f[1].len, held, held);
+    return pend_add(c, name, &f[0], f[1].data, f[1].len, ext, ext || c->hold_many);
 }
 
 /* Pushes sent from a caller's buffer that a failed call leaves unanswered:
@@ -1257,7 +1621,7 @@ static void
 drop_ext(sr_client *c)
 {
     for (int i = c->npend - 1; i >= 0; i--) {
-        if (c->pend[i].ext != NULL) {
+        if (c->pend[i]->ext != NULL) {
             pend_remove(c, i);
         }
     }
@@ -1319,11 +1683,7 @@ push_desc(sr_client *c, const char *name, uint64_t count, uint8_t *buf, size_t c
         return fail(c, SR_EINVAL, "push: bad variable name");
     }
     snprintf(p.name, sizeof(p.name), "%s", name);
-    for (size_t i = 0; i < c->ndecls; i++) {
-        if (strcmp(c->decls[i].name, name) == 0) {
-            d = &c->decls[i];
-        }
-    }
+    d = find_decl(c, name);
     /* The dtype of an undeclared variable is checked by the coordinator. */
     p.dtype = (uint8_t)(d ? d->dtype : SR_FLOAT32);
     p.count = count;
@@ -1383,6 +1743,28 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
                      name) < 0) {
             c->err[used] = '\0';
         }
+    }
+    return rc;
+}
+
+int
+sr_client_push_many(sr_client *c, size_t n, const char *const *names, const void *const *grads,
+                    const size_t *bytes)
+{
+    int rc = SR_OK;
+
+    if (c == NULL || (n > 0 && (names == NULL || grads == NULL || bytes == NULL))) {
+        return sr_fail(SR_EINVAL, "sr_client_push_many: NULL argument");
+    }
+    c->hold_many = c->chain_ok;
+    for (size_t i = 0; i < n && rc == SR_OK; i++) {
+        rc = sr_client_push(c, names[i], grads[i], bytes[i]);
+    }
+    c->hold_many = 0;
+    /* Nothing stays held after the call: a refused send leaves them to the
+     * resends, like any push whose message was lost. */
+    if (c->held > 0 && send_held(c, 1, 0) != 0 && rc == SR_OK) {
+        rc = fail(c, SR_EMSG, "send PUSH: %s", zmq_strerror(errno));
     }
     return rc;
 }

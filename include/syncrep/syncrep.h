@@ -103,6 +103,16 @@ int sr_client_ready(sr_client *c);
  * dtype x shape bytes, else SR_EINVAL). */
 int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
 
+/* Pull n variables: names[i] into dsts[i] (dst_bytes[i] exactly its size,
+ * as sr_client_pull).  The pulls travel together, up to 64 (8 MiB of
+ * values) in flight at a time, so a model of many variables costs about one
+ * round trip rather than one per variable.  Each value is the variable's as
+ * of its own answer (a step may be applied between two of them, as between
+ * two sr_client_pull calls).  Returns 0, or the first failure (the other
+ * buffers may or may not have been written); n = 0 does nothing. */
+int sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *const *dsts,
+                        const size_t *dst_bytes);
+
 /* Push a dense gradient for the local step.  bytes must equal the variable's
  * size; the variable must be float32/float64 and trainable.  Every push is
  * acknowledged as accepted, stale or duplicate (see sr_client_stats); the
@@ -122,6 +132,16 @@ int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
  * --max-message-mib; partitions off, or one huge row) is refused here with
  * SR_EINVAL, nothing sent. */
 int sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes);
+
+/* Push dense gradients of n variables: names[i] gets grads[i] (bytes[i]), as
+ * n sr_client_push calls would, except that the pipelined ones (variables
+ * this client declared, of at most 1 MiB) leave ten to a message, so a
+ * model of many small variables costs a message per ten pushes rather than
+ * one each.  Everything is sent when the call returns; the answers are
+ * taken as for sr_client_push.  Returns 0, or the first failure (the items
+ * after it are not pushed). */
+int sr_client_push_many(sr_client *c, size_t n, const char *const *names, const void *const *grads,
+                        const size_t *bytes);
 
 /* Wait until every push sent so far is answered.  Returns 0, or the refusal
  * of a pipelined push (SR_EINVAL ...), or a transport error. */
