@@ -46,49 +46,74 @@ declare_all(sr_client *c, uint64_t seed, int task)
     return sr_client_ready(c);
 }
 
+/* Even tasks pull and push the dense variables with sr_client_pull_many
+ * and sr_client_push_many, then step; odd tasks pull one variable at a
+ * time and end the round with sr_client_push_step (the last dense push and
+ * the token request in one message): every path under the same kills. */
 static int
 one_round(sr_client *c, uint64_t seed, int task)
 {
     const sr_chaos_var *vars = sr_chaos_vars();
-    uint8_t             val[SR_CHAOS_NVARS][4096], grad[4096];
+    uint8_t             val[SR_CHAOS_NVARS][4096], grad[SR_CHAOS_NVARS][4096];
+    const char         *names[SR_CHAOS_NVARS], *dnames[SR_CHAOS_NVARS];
+    void               *dst[SR_CHAOS_NVARS];
+    const void         *dsrc[SR_CHAOS_NVARS];
+    size_t              bytes[SR_CHAOS_NVARS], dbytes[SR_CHAOS_NVARS], ndense = 0;
     int64_t             idx[SR_CHAOS_SPARSE_ROWS];
-    int                 rc;
+    int                 rc = 0, many = task % 2 == 0;
 
     for (int v = 0; v < SR_CHAOS_NVARS; v++) {
-        if ((rc = sr_client_pull(c, vars[v].name, val[v], sr_chaos_bytes(&vars[v]))) != 0) {
+        names[v] = vars[v].name;
+        dst[v] = val[v];
+        bytes[v] = sr_chaos_bytes(&vars[v]);
+    }
+    if (many) {
+        rc = sr_client_pull_many(c, SR_CHAOS_NVARS, names, dst, bytes);
+    }
+    for (int v = 0; !many && v < SR_CHAOS_NVARS; v++) {
+        if ((rc = sr_client_pull(c, names[v], val[v], bytes[v])) != 0) {
             return rc;
         }
     }
-    /* Odd tasks end the round with sr_client_push_step (the last dense
-     * push and the token request in one message), even ones with
-     * sr_client_push and sr_client_step: both paths under the same kills. */
+    if (rc != 0) {
+        return rc;
+    }
     int last = -1;
     for (int v = 0; v < SR_CHAOS_NVARS; v++) {
         last = vars[v].sparse ? last : v;
     }
-    int chain = task % 2 == 1 && last >= 0;
+    int chain = !many && last >= 0;
     for (int v = 0; v < SR_CHAOS_NVARS; v++) {
         if (chain && v == last) {
             continue;
         }
         if (vars[v].sparse) {
-            size_t row = sr_chaos_bytes(&vars[v]) / (size_t)vars[v].shape[0];
-            sr_chaos_grad_sparse(seed, v, task, val[v], idx, grad);
-            rc = sr_client_push_sparse(c, vars[v].name, SR_CHAOS_SPARSE_ROWS, idx, grad,
+            size_t row = bytes[v] / (size_t)vars[v].shape[0];
+            sr_chaos_grad_sparse(seed, v, task, val[v], idx, grad[v]);
+            rc = sr_client_push_sparse(c, names[v], SR_CHAOS_SPARSE_ROWS, idx, grad[v],
                                        SR_CHAOS_SPARSE_ROWS * row);
         } else {
-            sr_chaos_grad_dense(seed, v, task, val[v], grad);
-            rc = sr_client_push(c, vars[v].name, grad, sr_chaos_bytes(&vars[v]));
+            sr_chaos_grad_dense(seed, v, task, val[v], grad[v]);
+            if (many) { /* pushed together below */
+                dnames[ndense] = names[v];
+                dsrc[ndense] = grad[v];
+                dbytes[ndense++] = bytes[v];
+                continue;
+            }
+            rc = sr_client_push(c, names[v], grad[v], bytes[v]);
         }
         if (rc != 0) {
             return rc;
         }
     }
+    if (many && (rc = sr_client_push_many(c, ndense, dnames, dsrc, dbytes)) != 0) {
+        return rc;
+    }
     if (!chain) {
         return sr_client_step(c);
     }
-    sr_chaos_grad_dense(seed, last, task, val[last], grad);
-    return sr_client_push_step(c, vars[last].name, grad, sr_chaos_bytes(&vars[last]));
+    sr_chaos_grad_dense(seed, last, task, val[last], grad[last]);
+    return sr_client_push_step(c, vars[last].name, grad[last], sr_chaos_bytes(&vars[last]));
 }
 
 int

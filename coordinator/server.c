@@ -1861,7 +1861,7 @@ handle_pull_many(coord *c, req_ctx *r)
         }
     }
     if (take_pull_slots(c, r, vars, r->nbody, slots) != 0 ||
-        send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 0, 1) != 0) {
+        send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, SR_WIRE_F_MANY, 1) != 0) {
         return;
     }
     /* The rest of a message ZeroMQ took. */

@@ -985,6 +985,234 @@ status_num(const char *out, const char *key)
     return p != NULL ? strtoll(p + strlen(key), NULL, 10) : -1;
 }
 
+/* ---- many variables: sr_client_pull_many, sr_client_push_many ---------- */
+
+#define MV_N   40              /* small variables mv00..: float32[i + 1] */
+#define MV_BIG ((1 << 21) + 3) /* float32 elements of "big": above 8 MiB */
+
+static void
+mv_name(char *buf, int i)
+{
+    snprintf(buf, 8, "mv%02d", i);
+}
+
+/* Element j of variable i after `steps` steps: each step subtracts
+ * lr x mean(1, 2) = 0.5 x 1.5 (exact in float32). */
+static float
+mv_value(int i, size_t j, int steps)
+{
+    return (float)(i * 100 + (int)(j % 50)) - 0.75f * (float)steps;
+}
+
+/* Two workers train a model of 40 small variables, a partitioned 8 MiB one
+ * and an int64 counter with sr_client_pull_many and sr_client_push_many:
+ * every value is exact after each step, the pushes went in chains (STATUS
+ * counts them), and every push was accepted once.  Then what either call
+ * refuses: an unknown name or a wrong size among many, NULL arguments. */
+static void
+test_protocol_pull_many_and_push_many(void **state)
+{
+    sr_harness      h;
+    sr_client      *w[2];
+    char            names_buf[MV_N + 2][8];
+    const char     *names[MV_N + 2];
+    void           *vals[MV_N + 2];
+    const void     *grads[2][MV_N + 1];
+    size_t          bytes[MV_N + 2];
+    float          *big = malloc((size_t)MV_BIG * sizeof(float));
+    float          *g[2];
+    int64_t         n0 = 7, n = 0, shape[1];
+    sr_client_stats st;
+    char            out[16384];
+    (void)state;
+
+    assert_non_null(big);
+    sr_harness_init(&h, "many");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", NULL);
+    for (int i = 0; i < MV_N + 2; i++) {
+        size_t elems = i < MV_N ? (size_t)i + 1 : i == MV_N ? (size_t)MV_BIG : 1;
+        names[i] = names_buf[i];
+        if (i < MV_N) {
+            mv_name(names_buf[i], i);
+        } else {
+            snprintf(names_buf[i], 8, "%s", i == MV_N ? "big" : "n");
+        }
+        bytes[i] = elems * (i <= MV_N ? sizeof(float) : sizeof(int64_t));
+        vals[i] = i == MV_N ? (void *)big : i == MV_N + 1 ? (void *)&n : malloc(bytes[i]);
+        assert_non_null(vals[i]);
+    }
+    for (int k = 0; k < 2; k++) {
+        g[k] = malloc((size_t)MV_BIG * sizeof(float));
+        assert_non_null(g[k]);
+        for (size_t j = 0; j < (size_t)MV_BIG; j++) {
+            g[k][j] = (float)(k + 1);
+        }
+        for (int i = 0; i <= MV_N; i++) {
+            grads[k][i] = g[k];
+        }
+        w[k] = sr_harness_client(&h, k);
+        for (int i = 0; i <= MV_N; i++) {
+            float *init = k == 0 ? vals[i] : NULL;
+            for (size_t j = 0; init != NULL && j < bytes[i] / sizeof(float); j++) {
+                init[j] = mv_value(i, j, 0);
+            }
+            shape[0] = (int64_t)(bytes[i] / sizeof(float));
+            assert_sr_ok(sr_client_declare(w[k], names[i], SR_FLOAT32, 1, shape, init));
+        }
+        assert_sr_ok(
+            sr_client_declare_ex(w[k], "n", SR_INT64, 0, NULL, &n0, SR_DECLARE_NOT_TRAINABLE));
+    }
+    for (int k = 0; k < 2; k++) {
+        assert_sr_ok(sr_client_ready(w[k]));
+        assert_sr_ok(sr_client_step(w[k])); /* the init tokens: local step 0 */
+    }
+    for (int step = 0; step < 3; step++) {
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < MV_N + 2; i++) {
+                memset(vals[i], 0xff, bytes[i]);
+            }
+            assert_sr_ok(sr_client_pull_many(w[k], MV_N + 2, names, vals, bytes));
+            for (int i = 0; i <= MV_N; i++) {
+                const float *v = vals[i];
+                for (size_t j = 0; j < bytes[i] / sizeof(float); j++) {
+                    if (v[j] != mv_value(i, j, step)) {
+                        fail_msg("step %d, worker %d: %s[%zu] = %g, want %g", step, k, names[i], j,
+                                 (double)v[j], (double)mv_value(i, j, step));
+                    }
+                }
+            }
+            assert_int_equal(n, 7);
+            assert_sr_ok(sr_client_push_many(w[k], MV_N + 1, names, grads[k], bytes));
+        }
+        for (int k = 0; k < 2; k++) {
+            assert_sr_ok(sr_client_step(w[k]));
+            assert_int_equal(sr_client_local_step(w[k]), step + 1);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        assert_sr_ok(sr_client_flush(w[k]));
+        assert_sr_ok(sr_client_stats_get(w[k], &st));
+        /* 40 pushes and the partitions of "big" (2 MiB each: 5) a step */
+        assert_int_equal(st.pushes, 3 * (MV_N + 5));
+        assert_int_equal(st.accepted, st.pushes);
+        assert_int_equal(st.resends, 0);
+    }
+    assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
+    /* Ten pushes a message: at least the first nine of every ten chained. */
+    const char *t1 = strstr(out, "{\"task_index\":1,");
+    assert_non_null(t1);
+    assert_true(status_num(out, "\"chained\":") >= 3 * 36);
+    assert_true(status_num(t1, "\"chained\":") >= 3 * 36);
+
+    /* Refusals: the first failure, named. */
+    const char *bad[3] = {"mv01", "nope", "mv02"};
+    void       *bv[3] = {vals[1], vals[0], vals[2]};
+    size_t      bb[3] = {bytes[1], bytes[0], bytes[2]};
+    assert_sr_err(sr_client_pull_many(w[1], 3, bad, bv, bb), SR_ENOENT);
+    assert_non_null(strstr(sr_client_error(w[1]), "nope"));
+    bad[1] = "mv03";
+    assert_sr_err(sr_client_pull_many(w[1], 3, bad, bv, bb), SR_EINVAL);
+    assert_non_null(strstr(sr_client_error(w[1]), "pull mv03: variable is float32[4] = 16 bytes"));
+    assert_sr_err(sr_client_pull_many(w[1], 3, NULL, bv, bb), SR_EINVAL);
+    assert_sr_ok(sr_client_pull_many(w[1], 0, NULL, NULL, NULL));
+    /* A push refused among many: the ones before it are pushed. */
+    bad[1] = "nope";
+    const void *bg[3] = {g[1], g[1], g[1]};
+    assert_sr_err(sr_client_push_many(w[1], 3, bad, bg, bb), SR_ENOENT);
+    assert_sr_ok(sr_client_flush(w[1])); /* mv01's answer */
+    assert_sr_ok(sr_client_stats_get(w[1], &st));
+    assert_int_equal(st.pushes, 3 * (MV_N + 5) + 1);
+    /* Still in step: the other worker's pushes make step 4. */
+    assert_sr_ok(sr_client_push_many(w[0], MV_N + 1, names, grads[0], bytes));
+    assert_sr_ok(sr_client_push_many(w[1], MV_N + 1, names, grads[1], bytes));
+    assert_sr_ok(sr_client_step(w[0]));
+    assert_sr_ok(sr_client_pull_many(w[0], MV_N + 2, names, vals, bytes));
+    assert_true(((float *)vals[5])[3] == mv_value(5, 3, 4));
+    assert_true(big[MV_BIG - 1] == mv_value(MV_N, MV_BIG - 1, 4));
+
+    for (int k = 0; k < 2; k++) {
+        sr_client_close(w[k]);
+        free(g[k]);
+    }
+    for (int i = 0; i < MV_N; i++) {
+        free(vals[i]);
+    }
+    free(big);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
+/* The PULL of many variables on the wire (SR_WIRE_F_MANY, announced in
+ * HELLO): the values in the request's order, laid out as a TOKEN reply's;
+ * too many names, an unknown one, a bad name frame: one error reply, no
+ * value sent. */
+static void
+test_protocol_pull_many_on_the_wire(void **state)
+{
+    sr_harness       h;
+    sr_client       *chief = setup(&h, "pullmany", "1");
+    raw              r;
+    uint8_t          hb[SR_WIRE_HEADER_BYTES], nb[SR_WIRE_PULL_MANY_MAX + 1][SR_WIRE_BODY_MAX];
+    const void      *f[SR_WIRE_PULL_MANY_MAX + 2];
+    size_t           len[SR_WIRE_PULL_MANY_MAX + 2];
+    whole_msg        m;
+    sr_wire_vars_hdr vh;
+    sr_wire_vardesc  vd;
+    double           x;
+    int64_t          n;
+    (void)state;
+
+    raw_open(&r, h.endpoint, 0x6666);
+    raw_hello(&r, 1);
+    assert_int_equal(r.rh.flags & SR_WIRE_F_MANY, SR_WIRE_F_MANY);
+    const char *want[3] = {"n", "x", "n"};
+    f[0] = hb;
+    len[0] = raw_hdr(&r, hb, SR_MSG_PULL, SR_WIRE_F_MANY, 0, 0);
+    for (int i = 0; i < 3; i++) {
+        f[i + 1] = nb[i];
+        len[i + 1] = sr_wire_name_encode(want[i], nb[i], sizeof(nb[i]));
+    }
+    raw_send_frames(&r, f, len, 4);
+    recv_whole(&r, &m);
+    assert_int_equal(m.n, 8); /* header, vars header, 3 x (vardesc, value) */
+    whole_hdr(&m, 0, SR_MSG_PULL, SR_WIRE_F_MANY, SR_OK);
+    assert_sr_ok(sr_wire_vars_hdr_decode(m.data[1], m.len[1], &vh));
+    assert_int_equal(vh.nvars, 3);
+    assert_int_equal(vh.global_step, 0);
+    for (int i = 0; i < 3; i++) {
+        assert_sr_ok(sr_wire_vardesc_decode(m.data[2 + 2 * i], m.len[2 + 2 * i], &vd));
+        assert_string_equal(vd.name, want[i]);
+    }
+    assert_int_equal(m.len[5], sizeof(x));
+    memcpy(&x, m.data[5], sizeof(x));
+    memcpy(&n, m.data[7], sizeof(n));
+    assert_true(x == 10.0 && n == 7);
+
+    /* 25 names; an unknown one; a frame that is no name. */
+    for (int k = 0; k < 3; k++) {
+        int names = k == 0 ? SR_WIRE_PULL_MANY_MAX + 1 : 3;
+        len[0] = raw_hdr(&r, hb, SR_MSG_PULL, SR_WIRE_F_MANY, 0, 0);
+        for (int i = 0; i < names; i++) {
+            f[i + 1] = nb[i];
+            len[i + 1] = sr_wire_name_encode(k == 1 && i == 1 ? "nope" : "x", nb[i], sizeof(nb[i]));
+        }
+        if (k == 2) {
+            len[2] = 1;
+        }
+        raw_send_frames(&r, f, len, names + 1);
+        recv_whole(&r, &m);
+        assert_int_equal(m.n, 2); /* header, error text */
+        whole_hdr(&m, 0, SR_MSG_PULL, 0, k == 1 ? SR_ENOENT : SR_EPROTO);
+        const char *why[3] = {"25 names", "nope", "bad name frame 2"};
+        assert_non_null(memmem(m.data[1], m.len[1], why[k], strlen(why[k])));
+    }
+    assert_true(pull_x(chief) == 10.0);
+    raw_close(&r);
+    sr_client_close(chief);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 /* Wait until STATUS shows `key` at least `least` (the last text in out). */
 typedef struct {
     sr_harness *h;
@@ -1544,6 +1772,8 @@ main(void)
         cmocka_unit_test(test_protocol_unread_pulls_hold_at_most_four_values),
         cmocka_unit_test(test_protocol_chain_push_and_token_one_message_each_way),
         cmocka_unit_test(test_protocol_push_step_pushes_and_steps),
+        cmocka_unit_test(test_protocol_pull_many_and_push_many),
+        cmocka_unit_test(test_protocol_pull_many_on_the_wire),
         cmocka_unit_test(test_protocol_wal_checkpoints),
         cmocka_unit_test(test_protocol_async_commit_interval),
         cmocka_unit_test(test_protocol_push_step_sends_from_the_callers_buffer),

@@ -316,8 +316,46 @@ data_matches_vardesc(const sr_wire_vardesc *v, const frame *data)
     return bytes == data->len;
 }
 
+/* A PULL of many (SR_WIRE_F_MANY): 1..SR_WIRE_PULL_MANY_MAX names. */
 static int
-request_ok(unsigned type, const frame *body, size_t nb)
+pull_many_ok(const frame *body, size_t nb)
+{
+    sr_wire_name name;
+
+    if (nb < 1 || nb > SR_WIRE_PULL_MANY_MAX) {
+        return 0;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        if (sr_wire_name_decode(body[i].p, body[i].len, &name) != SR_OK) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Variables as a TOKEN or PULL-of-many reply carries them: vars header,
+ * then (vardesc, value) pairs. */
+static int
+vars_ok(const frame *body, size_t nb)
+{
+    sr_wire_vars_hdr vh;
+    sr_wire_vardesc  v;
+
+    if (nb < 1 || sr_wire_vars_hdr_decode(body[0].p, body[0].len, &vh) != SR_OK ||
+        nb != 1 + 2 * (size_t)vh.nvars) {
+        return 0;
+    }
+    for (size_t i = 0; i < vh.nvars; i++) {
+        if (sr_wire_vardesc_decode(body[1 + 2 * i].p, body[1 + 2 * i].len, &v) != SR_OK ||
+            !data_matches_vardesc(&v, &body[2 + 2 * i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int
+request_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
 {
     sr_wire_vardesc   v;
     sr_wire_pushdesc  p;
@@ -343,6 +381,9 @@ request_ok(unsigned type, const frame *body, size_t nb)
     case SR_MSG_READY:
         return nb == 1 && sr_wire_ready_req_decode(body[0].p, body[0].len, &ready) == SR_OK;
     case SR_MSG_PULL:
+        if (flags & SR_WIRE_F_MANY) {
+            return pull_many_ok(body, nb);
+        }
         return nb == 1 && sr_wire_name_decode(body[0].p, body[0].len, &name) == SR_OK;
     case SR_MSG_PUSH:
         return nb == 2 && sr_wire_pushdesc_decode(body[0].p, body[0].len, &p) == SR_OK &&
@@ -361,7 +402,7 @@ request_ok(unsigned type, const frame *body, size_t nb)
 }
 
 static int
-reply_ok(unsigned type, const frame *body, size_t nb)
+reply_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
 {
     sr_wire_vardesc   v;
     sr_wire_hello_rep hello;
@@ -369,8 +410,9 @@ reply_ok(unsigned type, const frame *body, size_t nb)
     sr_wire_push_rep  push;
 
     switch (type) {
-    case SR_MSG_DECLARE:
     case SR_MSG_TOKEN:
+        return nb == 0 || vars_ok(body, nb);
+    case SR_MSG_DECLARE:
     case SR_MSG_BYE:
         return nb == 0;
     case SR_MSG_HELLO:
@@ -379,6 +421,9 @@ reply_ok(unsigned type, const frame *body, size_t nb)
     case SR_MSG_PING:
         return nb == 1 && sr_wire_ping_rep_decode(body[0].p, body[0].len, &ping) == SR_OK;
     case SR_MSG_PULL:
+        if (flags & SR_WIRE_F_MANY) {
+            return vars_ok(body, nb);
+        }
         return nb == 2 && sr_wire_vardesc_decode(body[0].p, body[0].len, &v) == SR_OK &&
                data_matches_vardesc(&v, &body[1]);
     case SR_MSG_PUSH:
@@ -406,7 +451,7 @@ fuzz_wire_message_ok(const uint8_t *data, size_t size)
     }
     type = h.type & ~SR_WIRE_REPLY;
     if ((h.type & SR_WIRE_REPLY) == 0) {
-        return h.status == 0 && request_ok(type, f + 1, nf - 1);
+        return h.status == 0 && request_ok(type, h.flags, f + 1, nf - 1);
     }
     if (h.status > 0) {
         return 0;
@@ -414,7 +459,7 @@ fuzz_wire_message_ok(const uint8_t *data, size_t size)
     if (h.status < 0) { /* a failed reply: frame 1 is the error text */
         return nf == 2 && f[1].len > 0 && memchr(f[1].p, 0, f[1].len) == NULL;
     }
-    return reply_ok(type, f + 1, nf - 1);
+    return reply_ok(type, h.flags, f + 1, nf - 1);
 }
 
 int

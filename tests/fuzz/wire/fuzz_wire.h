@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FUZZ_WIRE_MAX_FRAMES 4
+#define FUZZ_WIRE_MAX_FRAMES 32 /* the coordinator takes at most 32, routing id included */
 
 /* Run every decoder on every frame (and on the whole input); whatever
  * decodes must re-encode to the same bytes, whatever an encoder writes must

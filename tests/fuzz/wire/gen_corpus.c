@@ -577,6 +577,58 @@ rep_eproto(msg *m)
     add_text(m, "pushdesc: dtype 9 unknown (float32=1 float64=2 int32=3 int64=4)");
 }
 
+static void
+req_pull_many(msg *m)
+{
+    sr_wire_header h = hdr(SR_MSG_PULL, 0);
+    const char    *names[3] = {"dense/kernel", "dense/bias", "step_counter"};
+    h.flags = SR_WIRE_F_MANY;
+    start(m, &h);
+    for (int i = 0; i < 3; i++) {
+        uint8_t b[SR_WIRE_BODY_MAX];
+        size_t  n = sr_wire_name_encode(names[i], b, sizeof(b));
+        check_encoded(n);
+        add_frame(m, b, n);
+    }
+}
+
+/* Variables as a PULL-of-many or TOKEN reply carries them: two of them. */
+static void
+add_vars(msg *m, int64_t global_step)
+{
+    const int64_t    shape[2] = {2, 3};
+    sr_wire_vars_hdr vh = {global_step, 2};
+    sr_wire_vardesc  k = vardesc("dense/kernel", SR_FLOAT32, 2, shape);
+    sr_wire_vardesc  b = vardesc("dense/bias", SR_FLOAT32, 1, &shape[1]);
+    uint8_t          vb[16];
+    size_t           n = sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb));
+    check_encoded(n);
+    add_frame(m, vb, n);
+    add_vardesc(m, &k);
+    add_f32_data(m, 6);
+    add_vardesc(m, &b);
+    add_f32_data(m, 3);
+}
+
+static void
+rep_pull_many(msg *m)
+{
+    sr_wire_header h = hdr(SR_MSG_PULL | SR_WIRE_REPLY, 0);
+    h.flags = SR_WIRE_F_MANY;
+    h.local_step = 12;
+    start(m, &h);
+    add_vars(m, 12);
+}
+
+static void
+rep_token_vars(msg *m)
+{
+    sr_wire_header h = hdr(SR_MSG_TOKEN | SR_WIRE_REPLY, 0);
+    h.local_step = 13;
+    start(m, &h);
+    add_vars(m, 13);
+}
+
 static const struct {
     const char *name;
     builder     build;
@@ -619,6 +671,9 @@ static const struct {
     {"rep-bye", rep_bye},
     {"rep-eproto", rep_eproto},
     {"req-declare-part", req_declare_part},
+    {"req-pull-many", req_pull_many},
+    {"rep-pull-many", rep_pull_many},
+    {"rep-token-vars", rep_token_vars},
 };
 #define NSEEDS (sizeof(seeds) / sizeof(seeds[0]))
 
