@@ -52,7 +52,7 @@
  * that asks and does not read must not pin one value per step): at most
  * PULLS_IN_FLIGHT, and beyond the first PULLS_IN_FLIGHT_BIG only while they
  * hold at most PULL_PIN_BYTES.  Twice what sr_client_pull_many keeps in
- * flight (64, 8 MiB): a reply the client has read may not be released yet
+ * flight (192, 8 MiB): a reply the client has read may not be released yet
  * (ZeroMQ releases a message when it moves on to the next). */
 #define PULLS_IN_FLIGHT        384
 #define PULLS_IN_FLIGHT_BIG    4

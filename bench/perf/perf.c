@@ -80,6 +80,8 @@ typedef struct {
     int     ack;         /* row 1 baseline: one acknowledged message in flight */
     int     kill_at_end; /* SIGKILL the coordinator after the window (skips its final
                             commit, which the row does not measure) */
+    int     many;        /* row 6: sr_client_pull_many / sr_client_push_many (else a
+                            call per variable) */
 } run_cfg;
 
 /* A worker's token: the step value it got and when, in which incarnation. */
@@ -720,6 +722,12 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
     double            cpu0 = 0, ccpu0 = 0;
     int64_t           flt0 = 0, cflt0 = 0, cflt1 = 0, t_prev = 0;
     char              name[32];
+    /* c->many: every variable's name, pulled into buf, pushed from g */
+    char        *names_buf = c->many ? malloc((size_t)c->nvars * 32) : NULL;
+    const char **names = c->many ? malloc((size_t)c->nvars * sizeof(*names)) : NULL;
+    void       **dsts = c->many ? malloc((size_t)c->nvars * sizeof(*dsts)) : NULL;
+    const void **srcs = c->many ? malloc((size_t)c->nvars * sizeof(*srcs)) : NULL;
+    size_t      *sizes = c->many ? malloc((size_t)c->nvars * sizeof(*sizes)) : NULL;
 
     memset(&o, 0, sizeof(o));
     memset(&st0, 0, sizeof(st0));
@@ -727,9 +735,18 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
     o.task_index = w;
     o.timeout_ms = 60000;
     s->last_tok = -1;
-    if (g == NULL || buf == NULL || (w == 0 && (zeros = calloc(1, vb)) == NULL)) {
+    if (g == NULL || buf == NULL || (w == 0 && (zeros = calloc(1, vb)) == NULL) ||
+        (c->many && (names_buf == NULL || names == NULL || dsts == NULL || srcs == NULL ||
+                     sizes == NULL))) {
         fail_msg(s, "out of memory");
         goto out;
+    }
+    for (int v = 0; c->many && v < c->nvars; v++) {
+        names[v] = names_buf + 32 * (size_t)v;
+        var_name(v, names_buf + 32 * (size_t)v, 32);
+        dsts[v] = buf;
+        srcs[v] = g;
+        sizes[v] = vb;
     }
     for (size_t i = 0; i < ne; i++) {
         g[i] = grad_at(i);
@@ -755,7 +772,11 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
         int64_t t0 = now_ns(), t1 = t0, t2, t3, tok;
         if (c->loop == LOOP_FULL) {
             s->phase = PH_PULL;
-            for (int v = 0; v < c->nvars; v++) {
+            if (c->many && sr_client_pull_many(cl, (size_t)c->nvars, names, dsts, sizes) != SR_OK) {
+                fail_msg(s, "pull_many: %s", sr_client_error(cl));
+                goto out;
+            }
+            for (int v = 0; !c->many && v < c->nvars; v++) {
                 var_name(v, name, sizeof(name));
                 if (sr_client_pull(cl, name, buf, vb) != SR_OK) {
                     fail_msg(s, "pull %s: %s", name, sr_client_error(cl));
@@ -765,7 +786,12 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
             t1 = now_ns();
         }
         s->phase = PH_PUSH;
-        for (int v = 0; v < c->nvars - !push_then_step; v++) {
+        if (c->many && sr_client_push_many(cl, (size_t)(c->nvars - !push_then_step), names, srcs,
+                                           sizes) != SR_OK) {
+            fail_msg(s, "push_many: %s", sr_client_error(cl));
+            goto out;
+        }
+        for (int v = 0; !c->many && v < c->nvars - !push_then_step; v++) {
             var_name(v, name, sizeof(name));
             if (sr_client_push(cl, name, g, vb) != SR_OK) {
                 fail_msg(s, "push %s: %s", name, sr_client_error(cl));
@@ -837,6 +863,11 @@ out:
     free(g);
     free(buf);
     free(zeros);
+    free(names_buf);
+    free(names);
+    free(dsts);
+    free(srcs);
+    free(sizes);
     return rc;
 }
 
@@ -2117,6 +2148,63 @@ row_recovery(bench *b)
     return ok ? 0 : -1;
 }
 
+/* Row 6 (beyond the issue's five): a model of many small variables against
+ * the same bytes in one variable, both run by syncrep in this run, so the
+ * ratio is what the per-variable messages cost.  Cells: the calls meant for
+ * it (sr_client_pull_many, sr_client_push_many) and a call per variable. */
+static int
+row_many(bench *b)
+{
+    int rc = 0;
+
+    printf("# row 6: many variables -- 2 workers, 2,000 float32 variables of 1 KiB, pull -> push "
+           "-> step,\n#        checkpoint every step, NORMAL, --commit sync;\n"
+           "#        baseline: the same 2,000 KiB as one variable (syncrep too, same run)\n");
+    for (int k = 0; k < 2 && !interrupted; k++) {
+        run_cfg c = {.W = 2,
+                     .bytes = 2000 * KIB,
+                     .nvars = 2000,
+                     .loop = LOOP_FULL,
+                     .ckpt = 1,
+                     .sync_normal = 1,
+                     .warm = 5,
+                     .steps = 2000,
+                     .min_steps = 10,
+                     .target_ms = b->quick ? 1000 : 2000,
+                     .many = k == 0};
+        run_cfg one = c;
+        char    cfgtxt[96];
+        one.nvars = 1;
+        one.many = 0;
+        snprintf(cfgtxt, sizeof(cfgtxt), "2000x1KiB W=2 %s", k == 0 ? "pull_many/push_many"
+                                                                     : "a call per variable");
+        cell *x = new_cell(b, 6, cfgtxt, "steps/s", "none");
+        if (x == NULL) {
+            return -1;
+        }
+        printf("# %s\n", cfgtxt);
+        for (int rep = 0; rep < b->reps && !interrupted; rep++) {
+            run_res rs, rb;
+            int     bad = rep % 2 == 1 ? sync_run(b, &one, &rb) != 0 || sync_run(b, &c, &rs) != 0
+                                       : sync_run(b, &c, &rs) != 0 || sync_run(b, &one, &rb) != 0;
+            if (bad) {
+                b->failures++;
+                rc = -1;
+                break;
+            }
+            if (rs.wrong || rb.wrong) {
+                b->failures++;
+            }
+            print_diag("syncrep", &rs, c.loop, 1);
+            print_diag("one var", &rb, c.loop, 1);
+            x->sr[x->nreps] = rs.value;
+            x->base[x->nreps++] = rb.value;
+        }
+        close_ratio_cell(b, x, 0);
+    }
+    return rc;
+}
+
 static int
 row_memory(bench *b)
 {
@@ -2261,12 +2349,12 @@ static void
 usage(FILE *f)
 {
     fprintf(f,
-            "usage: perf [--syncrep PATH] [--rows 1,2,3,4,5] [--quick] [--reps N] [--kills K]\n"
+            "usage: perf [--syncrep PATH] [--rows 1,2,3,4,5,6] [--quick] [--reps N] [--kills K]\n"
             "            [--seed N] [--ingest-baseline ack|stream] [--cells TEXT]\n"
             "            [--coord-arg ARG]... [--push-then-step] [--enforce] [--json FILE]\n"
             "  --syncrep PATH   the syncrep binary (default: this build's, %s)\n"
             "  --rows LIST      rows to run (default all): 1 ingest, 2 small-model step rate,\n"
-            "                   3 durable commit, 4 recovery, 5 memory\n"
+            "                   3 durable commit, 4 recovery, 5 memory, 6 many variables\n"
             "  --quick          1 repetition, shorter runs, 3 kills\n"
             "  --reps N         repetitions per cell (default 3; medians)\n"
             "  --kills K        row 4: kill -9 / restart cycles (default 10)\n"
@@ -2293,7 +2381,7 @@ parse_rows(const char *s, int *mask)
     for (const char *p = s; *p;) {
         char *end;
         long  r = strtol(p, &end, 10);
-        if (end == p || r < 1 || r > 5) {
+        if (end == p || r < 1 || r > 6) {
             return -1;
         }
         *mask |= 1 << r;
@@ -2326,7 +2414,7 @@ main(int argc, char **argv)
 {
     bench            b;
     const char      *json = NULL;
-    int              rows = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5);
+    int              rows = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6);
     int              reps_set = 0, kills_set = 0, misses = 0;
     struct sigaction sa;
 
@@ -2441,6 +2529,9 @@ main(int argc, char **argv)
     }
     if ((rows & (1 << 5)) && !interrupted) {
         row_memory(&b);
+    }
+    if ((rows & (1 << 6)) && !interrupted) {
+        row_many(&b);
     }
     kill_all(&b);
     rmdir(b.dir);

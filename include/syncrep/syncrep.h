@@ -104,12 +104,14 @@ int sr_client_ready(sr_client *c);
 int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
 
 /* Pull n variables: names[i] into dsts[i] (dst_bytes[i] exactly its size,
- * as sr_client_pull).  The pulls travel together, up to 64 (8 MiB of
- * values) in flight at a time, so a model of many variables costs about one
- * round trip rather than one per variable.  Each value is the variable's as
- * of its own answer (a step may be applied between two of them, as between
- * two sr_client_pull calls).  Returns 0, or the first failure (the other
- * buffers may or may not have been written); n = 0 does nothing. */
+ * as sr_client_pull).  The pulls travel together, up to 24 names a request
+ * and 192 variables (8 MiB of values; a bigger variable alone) in flight at
+ * a time, so a model of many variables costs about one round trip rather
+ * than one per variable.  The values of one request are of one moment; a
+ * step may be applied between two requests, as between two sr_client_pull
+ * calls.  Pulls the last token carried are served from it (see
+ * sr_client_step).  Returns 0, or the first failure (the other buffers may
+ * or may not have been written); n = 0 does nothing. */
 int sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *const *dsts,
                         const size_t *dst_bytes);
 
