@@ -80,7 +80,7 @@ typedef struct {
     int     ack;         /* row 1 baseline: one acknowledged message in flight */
     int     kill_at_end; /* SIGKILL the coordinator after the window (skips its final
                             commit, which the row does not measure) */
-    int     many;        /* row 6: sr_client_pull_many / sr_client_push_many (else a
+    int many;            /* row 6: sr_client_pull_many / sr_client_push_many (else a
                             call per variable) */
 } run_cfg;
 
@@ -736,8 +736,8 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
     o.timeout_ms = 60000;
     s->last_tok = -1;
     if (g == NULL || buf == NULL || (w == 0 && (zeros = calloc(1, vb)) == NULL) ||
-        (c->many && (names_buf == NULL || names == NULL || dsts == NULL || srcs == NULL ||
-                     sizes == NULL))) {
+        (c->many &&
+         (names_buf == NULL || names == NULL || dsts == NULL || srcs == NULL || sizes == NULL))) {
         fail_msg(s, "out of memory");
         goto out;
     }
@@ -2176,8 +2176,8 @@ row_many(bench *b)
         char    cfgtxt[96];
         one.nvars = 1;
         one.many = 0;
-        snprintf(cfgtxt, sizeof(cfgtxt), "2000x1KiB W=2 %s", k == 0 ? "pull_many/push_many"
-                                                                     : "a call per variable");
+        snprintf(cfgtxt, sizeof(cfgtxt), "2000x1KiB W=2 %s",
+                 k == 0 ? "pull_many/push_many" : "a call per variable");
         cell *x = new_cell(b, 6, cfgtxt, "steps/s", "none");
         if (x == NULL) {
             return -1;

@@ -463,17 +463,22 @@ join(trainer *t)
     return 0;
 }
 
+/* Every parameter in one call: the pulls travel together (and come from the
+ * token when the model is small: --piggyback-max-kib). */
 static int
 pull_all(trainer *t)
 {
+    const char *names[EX_MLP_NPARAMS];
+    void       *dsts[EX_MLP_NPARAMS];
+    size_t      bytes[EX_MLP_NPARAMS];
+
     for (int k = 0; k < EX_MLP_NPARAMS; k++) {
-        int rc = sr_client_pull(t->c, ex_mlp_param_name(k), ex_mlp_param(&t->params, k),
-                                ex_mlp_param_count(&t->dims, k) * sizeof(float));
-        if (rc != 0) {
-            return client_fail(t, "pull", rc);
-        }
+        names[k] = ex_mlp_param_name(k);
+        dsts[k] = ex_mlp_param(&t->params, k);
+        bytes[k] = ex_mlp_param_count(&t->dims, k) * sizeof(float);
     }
-    return 0;
+    int rc = sr_client_pull_many(t->c, EX_MLP_NPARAMS, names, dsts, bytes);
+    return rc != 0 ? client_fail(t, "pull", rc) : 0;
 }
 
 /* Push every gradient and take the next token; the last push goes with the
