@@ -1598,6 +1598,38 @@ close_ratio_cell(bench *b, cell *x, double min_ratio)
     x->met = x->ratio >= min_ratio;
 }
 
+/* A cell's repetitions: syncrep running c against its baseline -- the raw
+ * ZeroMQ one of c, or (other) syncrep running `other` -- alternating which
+ * runs first.  0, or -1 when a run failed (counted; the cell keeps the
+ * repetitions before it). */
+static int
+run_pairs(bench *b, cell *x, const run_cfg *c, const run_cfg *other)
+{
+    for (int rep = 0; rep < b->reps && !interrupted; rep++) {
+        run_res rs, rb;
+        int     bad = 0;
+        for (int k = 0; k < 2 && !bad; k++) {
+            if ((k == 0) == (rep % 2 == 1)) {
+                bad = (other != NULL ? sync_run(b, other, &rb) : base_run(b, c, &rb)) != 0;
+            } else {
+                bad = sync_run(b, c, &rs) != 0;
+            }
+        }
+        if (bad) {
+            b->failures++;
+            return -1;
+        }
+        if (rs.wrong || rb.wrong) {
+            b->failures++;
+        }
+        print_diag("syncrep", &rs, c->loop, 1);
+        print_diag(other != NULL ? "one var" : "baseline", &rb, c->loop, other != NULL);
+        x->sr[x->nreps] = rs.value;
+        x->base[x->nreps++] = rb.value;
+    }
+    return 0;
+}
+
 static int
 row_ingest(bench *b)
 {
@@ -1776,23 +1808,7 @@ row_small(bench *b)
         }
         x->has_target = 1;
         printf("# %s\n", cfgtxt);
-        for (int rep = 0; rep < b->reps && !interrupted; rep++) {
-            run_res rs, rb;
-            int     bad = rep % 2 == 1 ? base_run(b, &c, &rb) != 0 || sync_run(b, &c, &rs) != 0
-                                       : sync_run(b, &c, &rs) != 0 || base_run(b, &c, &rb) != 0;
-            if (bad) {
-                b->failures++;
-                rc = -1;
-                break;
-            }
-            if (rs.wrong || rb.wrong) {
-                b->failures++;
-            }
-            print_diag("syncrep", &rs, c.loop, 1);
-            print_diag("baseline", &rb, c.loop, 0);
-            x->sr[x->nreps] = rs.value;
-            x->base[x->nreps++] = rb.value;
-        }
+        rc = run_pairs(b, x, &c, NULL) != 0 ? -1 : rc;
         close_ratio_cell(b, x, 0.8);
         double floor_us = !normal && !async && x->nreps > 0 ? fdatasync_floor_us(b) : -1;
         if (floor_us > 0) {
@@ -2183,23 +2199,7 @@ row_many(bench *b)
             return -1;
         }
         printf("# %s\n", cfgtxt);
-        for (int rep = 0; rep < b->reps && !interrupted; rep++) {
-            run_res rs, rb;
-            int     bad = rep % 2 == 1 ? sync_run(b, &one, &rb) != 0 || sync_run(b, &c, &rs) != 0
-                                       : sync_run(b, &c, &rs) != 0 || sync_run(b, &one, &rb) != 0;
-            if (bad) {
-                b->failures++;
-                rc = -1;
-                break;
-            }
-            if (rs.wrong || rb.wrong) {
-                b->failures++;
-            }
-            print_diag("syncrep", &rs, c.loop, 1);
-            print_diag("one var", &rb, c.loop, 1);
-            x->sr[x->nreps] = rs.value;
-            x->base[x->nreps++] = rb.value;
-        }
+        rc = run_pairs(b, x, &c, &one) != 0 ? -1 : rc;
         close_ratio_cell(b, x, 0);
     }
     return rc;
