@@ -640,6 +640,24 @@ bad_chain(raw *r, int n, int last)
     raw_send_frames(r, f, len, k);
 }
 
+/* A PULL of many (SR_WIRE_F_MANY) with n body frames, each `body` (which
+ * need not be a name). */
+static void
+raw_pull_many(raw *r, int n, const void *body, size_t body_len)
+{
+    uint8_t     hb[SR_WIRE_HEADER_BYTES];
+    const void *f[32];
+    size_t      len[32];
+
+    f[0] = hb;
+    len[0] = raw_hdr(r, hb, SR_MSG_PULL, SR_WIRE_F_MANY, 0, 0);
+    for (int i = 1; i <= n && i < 32; i++) {
+        f[i] = body;
+        len[i] = body_len;
+    }
+    raw_send_frames(r, f, len, n + 1 < 32 ? n + 1 : 32);
+}
+
 typedef struct {
     const char *endpoint;
     atomic_int  stop; /* set by the test's thread */
@@ -685,7 +703,16 @@ hostile_loop(void *arg)
         bad_chain(&r, 2, SR_MSG_PING);  /* two wrong pushes, then a flagged PING */
         bad_chain(&r, 1, 0);            /* a flagged push with nothing after it */
         bad_chain(&r, 11, SR_MSG_PING); /* 35 frames: too many */
-        h->sent += 12;
+        uint8_t nb[SR_WIRE_BODY_MAX];
+        size_t  nl = sr_wire_name_encode("x", nb, sizeof(nb));
+        raw_pull_many(&r, 0, NULL, 0); /* no name */
+        raw_pull_many(&r, 30, nb, nl); /* too many names */
+        raw_pull_many(&r, 3,
+                      "\x09\x00"
+                      "abc",
+                      5);              /* frames that are no names */
+        raw_pull_many(&r, 24, nb, nl); /* 24 values, read below */
+        h->sent += 16;
         /* drain the answers so the socket never blocks */
         while (raw_recv(&r, 0) == 0) {
         }
