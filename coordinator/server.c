@@ -7,7 +7,9 @@
  *                 \______________ store already ready _____^
  *
  *  transition            function
- *  START -> *            coord_start (open store, new incarnation, rewind, load)
+ *  START -> *            coord_open_store (lock, open, checks), open_socket (bind),
+ *                        coord_start (new incarnation, rewind, load): a start
+ *                        refused before coord_start leaves the store as it was
  *  WAIT_MODEL -> SERVING model_ready_now (init tokens, accumulators at the global step)
  *  SERVING: a step       maybe_apply_step -> commit_step (policy) -> release_tokens
  *  * -> DRAINING         the stop flag; ends when no step is in progress or after grace_ms
@@ -161,6 +163,7 @@ typedef struct coord {
     int64_t              global_step;
     int64_t              committed_step;
     int64_t              restored_step; /* the global step this incarnation started at */
+    uint64_t             largest_var;   /* bytes of the largest stored variable, at start */
     int                  model_ready;
     cvar                *vars;
     size_t               nvars, cap_vars;
@@ -2624,13 +2627,15 @@ check_resume_step(coord *c, int64_t step)
                                  c->o->store_path, step, have);
 }
 
+/* Lock and open the store, check what the options ask of it, and note the
+ * largest variable (the socket's message limit): nothing written yet but a
+ * new store's empty schema. */
 static sr_err
-coord_start(coord *c)
+coord_open_store(coord *c)
 {
     sr_store_opts        so;
-    sr_store_info        info;
-    sr_strbuf            cfg;
-    const char          *cfg_text;
+    sr_store_var        *metas = NULL;
+    size_t               n = 0;
     sr_err               rc;
     const sr_coord_opts *o = c->o;
 
@@ -2643,6 +2648,27 @@ coord_start(coord *c)
     if (o->resume_from_step >= 0 && (rc = check_resume_step(c, o->resume_from_step)) != SR_OK) {
         return rc;
     }
+    if ((rc = sr_store_list_vars(c->st, &metas, &n)) != SR_OK) {
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        c->largest_var = metas[i].nbytes > c->largest_var ? metas[i].nbytes : c->largest_var;
+    }
+    free(metas);
+    return SR_OK;
+}
+
+/* The store opened and the socket bound: a new incarnation, the rewind
+ * asked for, the model loaded. */
+static sr_err
+coord_start(coord *c)
+{
+    sr_store_info        info;
+    sr_strbuf            cfg;
+    const char          *cfg_text;
+    sr_err               rc;
+    const sr_coord_opts *o = c->o;
+
     /* The new incarnation first, so a rewind is recorded as its own. */
     if ((rc = sr_store_new_incarnation(c->st, &c->incarnation)) != SR_OK) {
         return rc;
@@ -2719,10 +2745,8 @@ open_socket(coord *c)
     zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm));
     zmq_setsockopt(c->sock, ZMQ_SNDHWM, &(int){SR_COORD_SNDHWM}, sizeof(int));
     /* A frame may hold the largest variable plus its descriptor. */
-    for (size_t i = 0; i < c->nvars; i++) {
-        if ((int64_t)c->vars[i].meta.nbytes + (1 << 20) > maxmsg) {
-            maxmsg = (int64_t)c->vars[i].meta.nbytes + (1 << 20);
-        }
+    if (c->largest_var > 0 && (int64_t)c->largest_var + (1 << 20) > maxmsg) {
+        maxmsg = (int64_t)c->largest_var + (1 << 20);
     }
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
     c->max_msg = maxmsg;
@@ -2960,9 +2984,11 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
     c.o = o;
     c.lock_fd = -1;
     sr__tokens_init(&c.tokens);
-    /* The endpoint first: a refused start writes nothing into the store. */
-    if ((rc = sr__coord_check_endpoint(o->bind)) != SR_OK || (rc = coord_start(&c)) != SR_OK ||
-        (rc = open_socket(&c)) != SR_OK || (o->commit_async && (rc = writer_start(&c)) != SR_OK)) {
+    /* The endpoint checked and bound before the store counts an incarnation:
+     * a refused start writes nothing into it (a new store stays empty). */
+    if ((rc = sr__coord_check_endpoint(o->bind)) != SR_OK || (rc = coord_open_store(&c)) != SR_OK ||
+        (rc = open_socket(&c)) != SR_OK || (rc = coord_start(&c)) != SR_OK ||
+        (o->commit_async && (rc = writer_start(&c)) != SR_OK)) {
         SR_LOG(SR_LOG_ERR, "COORD-START-FAIL", "err=%s detail=\"%s\"", sr_errname(rc),
                sr_errdetail());
         coord_free(&c);
