@@ -62,6 +62,9 @@
  * unanswered; a bigger variable goes alone. */
 #define PULL_WINDOW       192
 #define PULL_WINDOW_BYTES (8u << 20)
+/* While a call waits for an answer (not a token: those PING every second
+ * anyway), a PING this often. */
+#define PING_EVERY_MS 2000
 
 /* The pulls of one sr_client_pull_many, while rpc takes their answers. */
 typedef struct pull_batch {
@@ -74,7 +77,8 @@ typedef struct pull_batch {
     size_t             next;  /* items before it are sent or done */
     size_t             first; /* items before it are done */
     size_t             inflight, inflight_bytes, left;
-    int                rc; /* the first refusal: sends no more */
+    size_t             expect; /* the bytes of the values in flight (not capped) */
+    int                rc;     /* the first refusal: sends no more */
 } pull_batch;
 
 enum { PULL_TO_SEND, PULL_IN_FLIGHT, PULL_DONE };
@@ -523,6 +527,19 @@ room_ok(const sr_client *c)
 
 /* ---- pulls in flight (sr_client_pull_many) ------------------------------ */
 
+/* The first resend of a request whose request and expected answer hold
+ * `bytes`: after a second for small ones; a big one may be on its way for a
+ * while, and a resent PULL is answered again, value and all: after 5 s, or
+ * the time it takes at 100 MB/s. */
+static int64_t
+resend_after_ms(size_t bytes)
+{
+    if (bytes <= (1u << 20)) {
+        return 1000;
+    }
+    return bytes / 100000 > 5000 ? (int64_t)(bytes / 100000) : 5000;
+}
+
 /* Whether item i may join the pulls in flight (always when none are). */
 static int
 batch_room(const pull_batch *b, size_t i)
@@ -566,6 +583,7 @@ batch_send(sr_client *c, pull_batch *b, uint64_t req)
             b->state[i] = PULL_IN_FLIGHT;
             b->inflight++;
             b->inflight_bytes += window_bytes(b, i);
+            b->expect += b->sizes[i];
             b->next = i + 1;
         }
     }
@@ -620,6 +638,7 @@ batch_rewind(pull_batch *b)
     b->next = b->first;
     b->inflight = 0;
     b->inflight_bytes = 0;
+    b->expect = 0;
 }
 
 static int pull_value(sr_client *c, const char *name, void *dst, size_t dst_bytes,
@@ -687,6 +706,7 @@ batch_reply(sr_client *c)
             b->state[k] = PULL_DONE;
             b->inflight--;
             b->inflight_bytes -= window_bytes(b, k);
+            b->expect -= b->sizes[k];
             b->left--;
         }
     }
@@ -737,16 +757,15 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
 {
     uint64_t req = type != 0 ? ++c->next_req : 0;
     uint64_t ping_id = 0;
-    size_t   bytes = c->pend_bytes;
+    size_t   bytes = c->pend_bytes + (c->batch != NULL ? c->batch->expect : 0);
     int64_t  now = sr_clock_now_ms();
     int64_t  last_contact = now;
-    int64_t  interval, next_resend;
+    int64_t  interval, next_resend, next_ping = now + PING_EVERY_MS;
 
     for (int i = 0; i < nf; i++) {
         bytes += f[i].len;
     }
-    /* Big requests are resent rarely: the coordinator may be busy with them. */
-    interval = mode_token ? 1000 : (bytes > (1u << 20) ? 5000 : 1000);
+    interval = mode_token ? 1000 : resend_after_ms(bytes);
     next_resend = now + interval;
     if (type == 0 && wait_over(c)) {
         return SR_OK;
@@ -761,7 +780,7 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
     for (;;) {
         zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->mon, 0, ZMQ_POLLIN, 0}};
         now = sr_clock_now_ms();
-        int64_t wait = next_resend - now;
+        int64_t wait = (mode_token || next_resend < next_ping ? next_resend : next_ping) - now;
         int     rc = 1;
 
         if (c->chain_more) {
@@ -804,6 +823,15 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
             continue; /* a late reply to an earlier request */
         }
         now = sr_clock_now_ms();
+        if (!mode_token && c->incarnation != 0 && now >= next_ping) {
+            /* A long wait (a big value on its way, a busy coordinator): the
+             * coordinator hears from this client all the same, and does not
+             * report it gone (it would after 10 s of silence).  Not before
+             * HELLO is answered. */
+            ping_id = ++c->next_req;
+            send_msg(c, SR_MSG_PING, ping_id, 0, c->incarnation, 0, 0, NULL, 0);
+            next_ping = now + PING_EVERY_MS;
+        }
         if (now - last_contact >= c->timeout_ms) {
             return fail(c, SR_ETIMEDOUT, "%s: no answer from %s for %d ms",
                         type != 0  ? sr_wire_type_name(type)

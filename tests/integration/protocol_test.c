@@ -8,11 +8,13 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -1172,6 +1174,63 @@ test_protocol_pull_many_and_push_many(void **state)
     sr_harness_fini(&h);
 }
 
+/* Resumes a SIGSTOPped coordinator after `ms` (the fault this test injects). */
+typedef struct {
+    pid_t pid;
+    int   ms;
+} resume_later;
+
+static void *
+resume_thread(void *arg)
+{
+    const resume_later *r = arg;
+    struct timespec     ts = {r->ms / 1000, (long)(r->ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(r->pid, SIGCONT);
+    return NULL;
+}
+
+/* A pull whose value is big is not sent again after a second of waiting
+ * (a resent PULL is answered again, value and all: a 2 GiB model's pulls
+ * went out up to four times): the coordinator stopped for 1.5 s, the
+ * 2 MiB pull waits for it and is answered once, no resend. */
+static void
+test_protocol_big_pull_not_resent_while_on_its_way(void **state)
+{
+    sr_harness      h;
+    sr_client      *c;
+    const int64_t   n = 1 << 19; /* 2 MiB of float32 */
+    float          *v = malloc((size_t)n * sizeof(float));
+    sr_client_stats st;
+    pthread_t       t;
+    resume_later    rl;
+    (void)state;
+
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = (float)(i % 97);
+    }
+    sr_harness_init(&h, "bigpull");
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0", NULL);
+    c = sr_harness_client(&h, 0);
+    assert_sr_ok(sr_client_declare(c, "w", SR_FLOAT32, 1, &n, v));
+    assert_sr_ok(sr_client_ready(c));
+    memset(v, 0, (size_t)n * sizeof(float));
+    rl.pid = h.pid;
+    rl.ms = 1500;
+    assert_int_equal(kill(h.pid, SIGSTOP), 0);
+    assert_int_equal(pthread_create(&t, NULL, resume_thread, &rl), 0);
+    assert_sr_ok(sr_client_pull(c, "w", v, (size_t)n * sizeof(float)));
+    pthread_join(t, NULL);
+    assert_true(v[n - 1] == (float)((n - 1) % 97));
+    assert_sr_ok(sr_client_stats_get(c, &st));
+    assert_int_equal(st.resends, 0);
+    sr_client_close(c);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+    free(v);
+}
+
 /* The PULL of many variables on the wire (SR_WIRE_F_MANY, announced in
  * HELLO): the values in the request's order, laid out as a TOKEN reply's;
  * too many names, an unknown one, a bad name frame: one error reply, no
@@ -1804,6 +1863,7 @@ main(void)
         cmocka_unit_test(test_protocol_push_step_pushes_and_steps),
         cmocka_unit_test(test_protocol_pull_many_and_push_many),
         cmocka_unit_test(test_protocol_pull_many_on_the_wire),
+        cmocka_unit_test(test_protocol_big_pull_not_resent_while_on_its_way),
         cmocka_unit_test(test_protocol_wal_checkpoints),
         cmocka_unit_test(test_protocol_async_commit_interval),
         cmocka_unit_test(test_protocol_push_step_sends_from_the_callers_buffer),
