@@ -825,8 +825,8 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
         now = sr_clock_now_ms();
         if (!mode_token && c->incarnation != 0 && now >= next_ping) {
             /* A long wait (a big value on its way, a busy coordinator): the
-             * coordinator hears from this client all the same, and does not
-             * report it gone (it would after 10 s of silence).  Not before
+             * coordinator hears from this client all the same (it reports a
+             * client it has not heard from for 10 s as gone).  Not before
              * HELLO is answered. */
             ping_id = ++c->next_req;
             send_msg(c, SR_MSG_PING, ping_id, 0, c->incarnation, 0, 0, NULL, 0);
