@@ -66,19 +66,23 @@
  * anyway), a PING this often. */
 #define PING_EVERY_MS 2000
 
+/* One pull of a sr_client_pull_many. */
+typedef struct {
+    uint64_t req;   /* its request id, while in flight */
+    uint8_t  state; /* PULL_TO_SEND, PULL_IN_FLIGHT, PULL_DONE */
+} pull_item;
+
 /* The pulls of one sr_client_pull_many, while rpc takes their answers. */
 typedef struct pull_batch {
     size_t             n;
     const char *const *names;
     void *const       *dsts;
     const size_t      *sizes;
-    uint64_t          *req;   /* an item's request id, while in flight */
-    uint8_t           *state; /* PULL_TO_SEND, PULL_IN_FLIGHT, PULL_DONE */
-    size_t             next;  /* items before it are sent or done */
-    size_t             first; /* items before it are done */
-    size_t             inflight, inflight_bytes, left;
-    size_t             expect; /* the bytes of the values in flight (not capped) */
-    int                rc;     /* the first refusal: sends no more */
+    pull_item         *item;
+    size_t             next;                           /* items before it are sent or done */
+    size_t             first;                          /* items before it are done */
+    size_t             inflight, inflight_bytes, left; /* bytes: of the values in flight */
+    int                rc;                             /* the first refusal: sends no more */
 } pull_batch;
 
 enum { PULL_TO_SEND, PULL_IN_FLIGHT, PULL_DONE };
@@ -161,9 +165,8 @@ struct sr_client {
     int held;      /* the last `held` pushes of pend are not sent yet: the next request
                       takes them along (send_request), or they go alone (send_held) */
     int         chain_more;
-    pull_batch *batch; /* inside sr_client_pull_many */
-    uint64_t   *batch_req;
-    uint8_t    *batch_state;
+    pull_batch *batch;       /* inside sr_client_pull_many */
+    pull_item  *batch_items; /* kept for the next call */
     size_t      cap_batch;
 };
 
@@ -545,13 +548,8 @@ static int
 batch_room(const pull_batch *b, size_t i)
 {
     return b->inflight == 0 ||
-           (b->inflight < PULL_WINDOW && b->sizes[i] <= PULL_WINDOW_BYTES - b->inflight_bytes);
-}
-
-static size_t
-window_bytes(const pull_batch *b, size_t i)
-{
-    return b->sizes[i] < PULL_WINDOW_BYTES ? b->sizes[i] : PULL_WINDOW_BYTES;
+           (b->inflight < PULL_WINDOW && b->inflight_bytes <= PULL_WINDOW_BYTES &&
+            b->sizes[i] <= PULL_WINDOW_BYTES - b->inflight_bytes);
 }
 
 /* Send one PULL for the items in flight under request id `req` (a resend),
@@ -567,8 +565,8 @@ batch_send(sr_client *c, pull_batch *b, uint64_t req)
     uint16_t flags = req != 0 ? SR_WIRE_F_RESEND : 0;
 
     for (size_t i = req != 0 ? b->first : b->next; i < b->n && nf < most; i++) {
-        if (req != 0 ? b->state[i] != PULL_IN_FLIGHT || b->req[i] != req
-                     : b->state[i] != PULL_TO_SEND) {
+        if (req != 0 ? b->item[i].state != PULL_IN_FLIGHT || b->item[i].req != req
+                     : b->item[i].state != PULL_TO_SEND) {
             if (req != 0 && i >= b->next) {
                 break;
             }
@@ -580,10 +578,9 @@ batch_send(sr_client *c, pull_batch *b, uint64_t req)
         f[nf] = (frame){buf[nf], sr_wire_name_encode(b->names[i], buf[nf], sizeof(buf[nf]))};
         idx[nf++] = i;
         if (req == 0) {
-            b->state[i] = PULL_IN_FLIGHT;
+            b->item[i].state = PULL_IN_FLIGHT;
             b->inflight++;
-            b->inflight_bytes += window_bytes(b, i);
-            b->expect += b->sizes[i];
+            b->inflight_bytes += b->sizes[i];
             b->next = i + 1;
         }
     }
@@ -598,7 +595,7 @@ batch_send(sr_client *c, pull_batch *b, uint64_t req)
     }
     req = ++c->next_req;
     for (int k = 0; k < nf; k++) {
-        b->req[idx[k]] = req;
+        b->item[idx[k]].req = req;
     }
     /* Pushes held back go first, alone: with many names there is no room for them. */
     if (nf > 1 && c->held > 0 && send_held(c, 1, 0) != 0) {
@@ -612,7 +609,7 @@ static void
 batch_fill(sr_client *c, pull_batch *b)
 {
     while (b->rc == SR_OK && b->next < b->n) {
-        if (b->state[b->next] != PULL_TO_SEND) {
+        if (b->item[b->next].state != PULL_TO_SEND) {
             b->next++;
             continue;
         }
@@ -631,14 +628,13 @@ static void
 batch_rewind(pull_batch *b)
 {
     for (size_t i = b->first; i < b->next; i++) {
-        if (b->state[i] == PULL_IN_FLIGHT) {
-            b->state[i] = PULL_TO_SEND;
+        if (b->item[i].state == PULL_IN_FLIGHT) {
+            b->item[i].state = PULL_TO_SEND;
         }
     }
     b->next = b->first;
     b->inflight = 0;
     b->inflight_bytes = 0;
-    b->expect = 0;
 }
 
 static int pull_value(sr_client *c, const char *name, void *dst, size_t dst_bytes,
@@ -666,7 +662,7 @@ batch_answer(sr_client *c, pull_batch *b, size_t i, size_t n)
         return fail(c, SR_EPROTO, "pull %s...: malformed reply", b->names[i]);
     }
     for (size_t k = 0; rc == SR_OK && k < n; i++) {
-        if (b->req[i] == c->rh.request_id) {
+        if (b->item[i].req == c->rh.request_id) {
             rc = pull_value(c, b->names[i], b->dsts[i], b->sizes[i], &c->rep[1 + 2 * k],
                             &c->rep[2 + 2 * k], 1);
             k++;
@@ -687,7 +683,7 @@ batch_reply(sr_client *c)
         return 0;
     }
     for (i = b->first; i < b->next; i++) {
-        if (b->state[i] == PULL_IN_FLIGHT && b->req[i] == c->rh.request_id) {
+        if (b->item[i].state == PULL_IN_FLIGHT && b->item[i].req == c->rh.request_id) {
             break;
         }
     }
@@ -695,22 +691,21 @@ batch_reply(sr_client *c)
         return 0; /* a late answer to a resend */
     }
     for (size_t k = i; k < b->next; k++) {
-        n += b->state[k] == PULL_IN_FLIGHT && b->req[k] == c->rh.request_id;
+        n += b->item[k].state == PULL_IN_FLIGHT && b->item[k].req == c->rh.request_id;
     }
     int rc = batch_answer(c, b, i, n);
     if (rc != SR_OK && b->rc == SR_OK) {
         b->rc = rc;
     }
     for (size_t k = i; k < b->next; k++) {
-        if (b->state[k] == PULL_IN_FLIGHT && b->req[k] == c->rh.request_id) {
-            b->state[k] = PULL_DONE;
+        if (b->item[k].state == PULL_IN_FLIGHT && b->item[k].req == c->rh.request_id) {
+            b->item[k].state = PULL_DONE;
             b->inflight--;
-            b->inflight_bytes -= window_bytes(b, k);
-            b->expect -= b->sizes[k];
+            b->inflight_bytes -= b->sizes[k];
             b->left--;
         }
     }
-    while (b->first < b->next && b->state[b->first] == PULL_DONE) {
+    while (b->first < b->next && b->item[b->first].state == PULL_DONE) {
         b->first++;
     }
     batch_fill(c, b);
@@ -723,8 +718,8 @@ batch_resend(sr_client *c, pull_batch *b)
 {
     uint64_t last = 0;
     for (size_t i = b->first; i < b->next; i++) {
-        if (b->state[i] == PULL_IN_FLIGHT && b->req[i] > last) {
-            last = b->req[i]; /* request ids grow with the items */
+        if (b->item[i].state == PULL_IN_FLIGHT && b->item[i].req > last) {
+            last = b->item[i].req; /* request ids grow with the items */
             if (batch_send(c, b, last) == 0) {
                 c->stats.resends++;
             }
@@ -757,7 +752,7 @@ rpc(sr_client *c, int type, int64_t local_step, uint64_t seq, const frame *f, in
 {
     uint64_t req = type != 0 ? ++c->next_req : 0;
     uint64_t ping_id = 0;
-    size_t   bytes = c->pend_bytes + (c->batch != NULL ? c->batch->expect : 0);
+    size_t   bytes = c->pend_bytes + (c->batch != NULL ? c->batch->inflight_bytes : 0);
     int64_t  now = sr_clock_now_ms();
     int64_t  last_contact = now;
     int64_t  interval, next_resend, next_ping = now + PING_EVERY_MS;
@@ -1074,8 +1069,7 @@ sr_client_close(sr_client *c)
         }
     }
     free(c->pend);
-    free(c->batch_req);
-    free(c->batch_state);
+    free(c->batch_items);
     free(c->rep);
     for (size_t i = 0; i < c->ndecls; i++) {
         free(c->decls[i].init);
@@ -1411,33 +1405,27 @@ sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *cons
             return fail(c, SR_EINVAL, "pull: bad variable name");
         }
     }
-    if (n > c->cap_batch) {
-        uint64_t *r = realloc(c->batch_req, n * sizeof(*r));
-        if (r != NULL) {
-            c->batch_req = r;
-        }
-        uint8_t *st = realloc(c->batch_state, n);
-        if (st != NULL) {
-            c->batch_state = st;
-        }
-        if (r == NULL || st == NULL) {
-            return fail(c, SR_ENOMEM, "pull: %zu variables", n);
-        }
-        c->cap_batch = n;
+    if (n == 0) {
+        return SR_OK;
     }
+    pull_item *items = sr_grow_array(c->batch_items, &c->cap_batch, n, sizeof(*items));
+    if (items == NULL) {
+        return fail(c, SR_ENOMEM, "pull: %zu variables", n);
+    }
+    c->batch_items = items;
     memset(&b, 0, sizeof(b));
     b.n = n;
     b.names = names;
     b.dsts = dsts;
     b.sizes = dst_bytes;
-    b.req = c->batch_req;
-    b.state = c->batch_state;
+    b.item = items;
     c->pulled = 1;
     for (size_t i = 0; i < n; i++) {
-        b.state[i] = pull_cached(c, names[i], dsts[i], dst_bytes[i]) ? PULL_DONE : PULL_TO_SEND;
-        b.left += b.state[i] == PULL_TO_SEND;
+        b.item[i].state =
+            pull_cached(c, names[i], dsts[i], dst_bytes[i]) ? PULL_DONE : PULL_TO_SEND;
+        b.left += b.item[i].state == PULL_TO_SEND;
     }
-    while (b.first < n && b.state[b.first] == PULL_DONE) {
+    while (b.first < n && b.item[b.first].state == PULL_DONE) {
         b.first++;
     }
     b.next = b.first;
