@@ -1,5 +1,4 @@
 /* `syncrep coordinator`: parse options, install signal handlers, run. */
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +6,7 @@
 #include "cli/cli.h"
 #include "coordinator/coordinator.h"
 #include "core/log.h"
+#include "core/mem.h"
 #include "store/store.h"
 
 static volatile sig_atomic_t stop_flag;
@@ -230,13 +230,9 @@ sr__cli_coordinator(int argc, char **argv)
                                    k, o.R - o.N);
     }
 
-    /* Each gradient arrives in a buffer ZeroMQ mallocs and frees.  By default
-     * glibc maps big ones afresh and trims freed heap, so every push of a
-     * large tensor page-faults its whole size again (about 15 us per 4 KiB
-     * page on these VMs).  Keep up to 32 MiB (glibc's largest mmap
-     * threshold) in the heap and never trim it: freed buffers are reused. */
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    /* Each gradient arrives in a buffer ZeroMQ mallocs and frees: keep
+     * freed buffers for reuse rather than fault fresh ones in (core/mem.h). */
+    sr_tune_malloc();
     /* SQLite's page cache: about 8 MiB instead of what the largest
      * transaction touched (which never-trimmed heap would keep resident). */
     sr_store_set_heap_limit(8 << 20);

@@ -999,6 +999,10 @@ sr_client_open(sr_client **out, const sr_client_options *opts)
             return sr_fail(SR_ENOTSUP, "sr_client_open: this libzmq has no CURVE support");
         }
     }
+    /* Every pulled value and every pushed gradient is a buffer ZeroMQ
+     * allocates in one thread and frees in another: keep freed ones for
+     * reuse instead of page-faulting fresh ones (core/mem.h). */
+    sr_tune_malloc();
     if ((c = calloc(1, sizeof(*c))) == NULL) {
         return sr_fail(SR_ENOMEM, "sr_client_open");
     }
