@@ -64,7 +64,12 @@ typedef struct {
 
 /* Open a client and say hello to the coordinator (waits up to timeout_ms for
  * it).  *out is written only on success; close with sr_client_close().
- * Errors: SR_EINVAL (options), SR_EMSG, SR_ETIMEDOUT, SR_ENOMEM. */
+ * Errors: SR_EINVAL (options), SR_EMSG, SR_ETIMEDOUT, SR_ENOMEM.
+ * The first call in a process makes glibc keep freed buffers of up to
+ * 32 MiB for reuse (mallopt M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD
+ * 1 GiB), so that the values and gradients ZeroMQ allocates every step do
+ * not page-fault afresh; the environment variable SYNCREP_MALLOPT=0 leaves
+ * the allocator alone (docs/operations.md, The allocator). */
 int sr_client_open(sr_client **out, const sr_client_options *opts);
 
 /* Close the connection and free everything.  NULL is fine. */
