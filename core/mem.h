@@ -16,7 +16,7 @@ void *sr_grow_array(void *p, size_t *cap, size_t need, size_t elem);
  * such a buffer, allocated by one thread and freed by another; with glibc's
  * defaults the heap is trimmed behind them and each new one page-faults
  * its whole size again (about 15 us per 4 KiB page on these VMs,
- * docs/performance.md).  The cost: a process keeps up to its peak of freed
+ * docs/performance-history.md).  The cost: a process keeps up to its peak of freed
  * heap resident.  Process-wide and done once; the coordinator and
  * sr_client_open call it.  The environment variable SYNCREP_MALLOPT=0
  * leaves the allocator as it is.  Returns 1 if the settings are in force
