@@ -44,10 +44,13 @@
 #define RESTARTED          1               /* internal: the coordinator's incarnation changed */
 #define DECLARE_CHECK_ONLY SR_WIRE_DECLARE_CHECK_ONLY
 /* Pipelined pushes (see push_pipelined): each at most PIPE_PUSH_MAX bytes,
- * at most PIPE_MAX_BYTES / PIPE_MAX_COUNT of them unacknowledged.  The
- * partitions of a partitioned push: at most two partitions' bytes. */
+ * at most PIPE_MAX_BYTES / PIPE_MAX_COUNT of them unacknowledged (the
+ * copies kept for resends; a model of many mid-size variables fits whole, so
+ * a worker does not stop for answers in the middle of its pushes: 4 MiB
+ * cost 200 x 50 KiB a quarter of its steps, docs/performance-history.md).
+ * The partitions of a partitioned push: at most two partitions' bytes. */
 #define PIPE_PUSH_MAX  (1u << 20)
-#define PIPE_MAX_BYTES (4u << 20)
+#define PIPE_MAX_BYTES (16u << 20)
 #define PIPE_MAX_COUNT 256 /* well under the DEALER's send HWM (1000): never blocks */
 /* An initial value above this goes in parts of at most this size (when the
  * coordinator announced its message limit; docs/protocol.md, DECLARE). */
