@@ -113,7 +113,7 @@ one_round(sr_client *c, uint64_t seed, int task)
         return sr_client_step(c);
     }
     sr_chaos_grad_dense(seed, last, task, val[last], grad[last]);
-    return sr_client_push_step(c, vars[last].name, grad[last], sr_chaos_bytes(&vars[last]));
+    return sr_client_push_step(c, names[last], grad[last], bytes[last]);
 }
 
 int

@@ -1766,31 +1766,54 @@ handle_ready(coord *c, req_ctx *r)
     send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
 }
 
+/* The variables a PULL's name frames name, into vars: 0, or -1 after an
+ * error reply (a frame that is no name, the model not ready, an unknown
+ * name). */
+static int
+pull_targets(coord *c, req_ctx *r, cvar **vars)
+{
+    sr_wire_name nm;
+
+    for (int i = 0; i < r->nbody; i++) {
+        if (sr_wire_name_decode(zmq_msg_data(&r->body[i]), zmq_msg_size(&r->body[i]), &nm) !=
+            SR_OK) {
+            if (r->h.flags & SR_WIRE_F_MANY) {
+                REPLY_ERR(r, SR_EPROTO, "PULL: bad name frame %d", i + 1);
+            } else {
+                REPLY_ERR(r, SR_EPROTO, "PULL: bad name frame");
+            }
+            return -1;
+        }
+        if (!c->model_ready) {
+            REPLY_ERR(r, SR_ENOTREADY, "pull %s: model not ready", nm.name);
+            return -1;
+        }
+        if ((vars[i] = find_var(c, nm.name)) == NULL) {
+            REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", nm.name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void
 handle_pull(coord *c, req_ctx *r)
 {
-    sr_wire_name nm;
-    cvar        *v;
-    uint8_t      buf[SR_WIRE_BODY_MAX];
+    cvar   *v;
+    uint8_t buf[SR_WIRE_BODY_MAX];
+    frame   f;
 
     if (r->h.flags & SR_WIRE_F_MANY) {
         handle_pull_many(c, r);
         return;
     }
-    if (r->nbody != 1 ||
-        sr_wire_name_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &nm) != SR_OK) {
+    if (r->nbody != 1) {
         REPLY_ERR(r, SR_EPROTO, "PULL: bad name frame");
         return;
     }
-    if (!c->model_ready) {
-        REPLY_ERR(r, SR_ENOTREADY, "pull %s: model not ready", nm.name);
+    if (pull_targets(c, r, &v) != 0) {
         return;
     }
-    if ((v = find_var(c, nm.name)) == NULL) {
-        REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", nm.name);
-        return;
-    }
-    frame f;
     encode_vardesc(v, buf, sizeof(buf), &f);
     send_reply_value(c, r, &f, v);
 }
@@ -1839,7 +1862,6 @@ handle_pull_many(coord *c, req_ctx *r)
 {
     cvar            *vars[SR_WIRE_PULL_MANY_MAX];
     pull_slot       *slots[SR_WIRE_PULL_MANY_MAX];
-    sr_wire_name     nm;
     sr_wire_vars_hdr vh = {c->global_step, (uint32_t)r->nbody};
     uint8_t          vb[16], db[SR_WIRE_BODY_MAX];
     frame            f;
@@ -1848,22 +1870,7 @@ handle_pull_many(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EPROTO, "PULL: %d names (1..%d)", r->nbody, SR_WIRE_PULL_MANY_MAX);
         return;
     }
-    for (int i = 0; i < r->nbody; i++) {
-        if (sr_wire_name_decode(zmq_msg_data(&r->body[i]), zmq_msg_size(&r->body[i]), &nm) !=
-            SR_OK) {
-            REPLY_ERR(r, SR_EPROTO, "PULL: bad name frame %d", i + 1);
-            return;
-        }
-        if (!c->model_ready) {
-            REPLY_ERR(r, SR_ENOTREADY, "pull %s: model not ready", nm.name);
-            return;
-        }
-        if ((vars[i] = find_var(c, nm.name)) == NULL) {
-            REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", nm.name);
-            return;
-        }
-    }
-    if (take_pull_slots(c, r, vars, r->nbody, slots) != 0 ||
+    if (pull_targets(c, r, vars) != 0 || take_pull_slots(c, r, vars, r->nbody, slots) != 0 ||
         send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, SR_WIRE_F_MANY, 1) != 0) {
         return;
     }
