@@ -72,6 +72,13 @@ static const char usage_text[] =
     "  --max-message-mib M           largest request accepted (64; raised to the largest\n"
     "                                stored variable + 1 MiB; initial values above it are\n"
     "                                declared in parts)\n"
+    "  --deterministic-sum           sum each step's gradients in task order, whatever\n"
+    "                                order they arrive in: bit-reproducible runs (keeps\n"
+    "                                up to R gradients per variable until the step)\n"
+    "  --max-tasks T                 task indexes 0..T-1 may join (default N; more lets\n"
+    "                                spare workers wait beyond the N); others are refused\n"
+    "  --max-clients C               worker clients admitted at once (default 64, or\n"
+    "                                4 per task above 16 tasks); more are refused\n"
     "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n";
 
 static int
@@ -103,6 +110,10 @@ sr__cli_coordinator(int argc, char **argv)
             o.step_log = 1;
             continue;
         }
+        if (strcmp(a, "--deterministic-sum") == 0) {
+            o.deterministic_sum = 1;
+            continue;
+        }
         if (!need(i, argc, argv)) {
             return 2;
         }
@@ -118,6 +129,12 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--total-replicas") == 0) {
             bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
             o.N = (int)v;
+        } else if (strcmp(a, "--max-tasks") == 0) {
+            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            o.max_tasks = (int)v;
+        } else if (strcmp(a, "--max-clients") == 0) {
+            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            o.max_clients = (int)v;
         } else if (strcmp(a, "--init-tokens") == 0) {
             bad = sr__cli_parse_i64(val, 0, 1 << 20, &v);
             o.init_tokens = (int)v;

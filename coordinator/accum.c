@@ -5,6 +5,9 @@
  * row, the gradients that touched it.  The summation order is the arrival
  * order (and, within a sparse push, row order then position), so a replay
  * that re-adds the logged contributions in order reproduces the bits.
+ * With the deterministic rule the gradients are kept as they come and
+ * summed at the take in task order, and `contrib` is put in that order: the
+ * same replay reproduces those bits too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +48,20 @@ sr__accum_destroy(sr_accum *a)
     free(a->touched);
     free(a->contrib);
     free(a->order);
+    for (int i = 0; a->kept != NULL && i < a->R; i++) {
+        free(a->kept[i].data);
+        free(a->kept[i].idx);
+    }
+    free(a->kept);
+    free(a->keys);
     memset(a, 0, sizeof(*a));
+}
+
+void
+sr__accum_set_rules(sr_accum *a, int share, int deterministic)
+{
+    a->share = share > 0 ? share : 0;
+    a->deterministic = deterministic != 0;
 }
 
 void
@@ -67,6 +83,8 @@ ensure_sum(sr_accum *a)
     return SR_OK;
 }
 
+static void sum_kept(sr_accum *a);
+
 static void
 record(sr_accum *a, int64_t local_step, int32_t task)
 {
@@ -75,6 +93,9 @@ record(sr_accum *a, int64_t local_step, int32_t task)
     a->count++;
     if (a->count == a->R) {
         /* The take: later pushes for this step are stale from now on. */
+        if (a->deterministic) {
+            sum_kept(a);
+        }
         a->taken = 1;
         a->step++;
     }
@@ -84,6 +105,56 @@ static int
 is_stale(const sr_accum *a, int64_t local_step)
 {
     return a->taken || local_step != a->step;
+}
+
+/* The task has given its share of the open step already. */
+static int
+over_share(const sr_accum *a, int32_t task)
+{
+    int n = 0;
+    for (int i = 0; a->share > 0 && i < a->count; i++) {
+        n += a->contrib[i].task_index == task;
+    }
+    return a->share > 0 && n >= a->share;
+}
+
+/* Room for R kept gradients, and in kept[count] for `bytes` of values and
+ * n indices (idx_n 0: a dense gradient). */
+static sr_err
+kept_reserve(sr_accum *a, size_t bytes, uint64_t idx_n)
+{
+    sr_kept *k;
+
+    if (a->kept == NULL) {
+        a->kept = calloc((size_t)a->R, sizeof(*a->kept));
+        a->keys = calloc((size_t)a->R, sizeof(*a->keys));
+        if (a->kept == NULL || a->keys == NULL) {
+            free(a->kept);
+            free(a->keys);
+            a->kept = NULL;
+            a->keys = NULL;
+            return sr_fail(SR_ENOMEM, "accumulator: %d kept gradients", a->R);
+        }
+    }
+    k = &a->kept[a->count];
+    if (k->data_cap < bytes || k->data == NULL) {
+        void *p = realloc(k->data, bytes ? bytes : 1);
+        if (p == NULL) {
+            return sr_fail(SR_ENOMEM, "accumulator: %zu bytes to keep a gradient", bytes);
+        }
+        k->data = p;
+        k->data_cap = bytes;
+    }
+    if (k->idx_cap < idx_n) {
+        int64_t *p = realloc(k->idx, (size_t)idx_n * sizeof(*p));
+        if (p == NULL) {
+            return sr_fail(SR_ENOMEM, "accumulator: %llu row indices to keep",
+                           (unsigned long long)idx_n);
+        }
+        k->idx = p;
+        k->idx_cap = (size_t)idx_n;
+    }
+    return SR_OK;
 }
 
 static void
@@ -116,10 +187,15 @@ sr_err
 sr__accum_push_dense(sr_accum *a, const void *grad, int64_t local_step, int32_t task,
                      sr_accum_outcome *outcome)
 {
+    size_t bytes = (size_t)a->elems * sr_dtype_size(a->dtype);
     sr_err rc;
 
     if (is_stale(a, local_step)) {
         *outcome = SR_ACC_STALE;
+        return SR_OK;
+    }
+    if (over_share(a, task)) {
+        *outcome = SR_ACC_OVER_SHARE;
         return SR_OK;
     }
     if (a->mode == SR_ACC_SPARSE) {
@@ -128,8 +204,16 @@ sr__accum_push_dense(sr_accum *a, const void *grad, int64_t local_step, int32_t 
     if ((rc = ensure_sum(a)) != SR_OK) {
         return rc;
     }
-    if (a->count == 0) {
-        memcpy(a->sum, grad, (size_t)a->elems * sr_dtype_size(a->dtype));
+    if (a->deterministic) {
+        if ((rc = kept_reserve(a, bytes, 0)) != SR_OK) {
+            return rc;
+        }
+        if (bytes > 0) {
+            memcpy(a->kept[a->count].data, grad, bytes);
+        }
+        a->kept[a->count].n = 0;
+    } else if (a->count == 0) {
+        memcpy(a->sum, grad, bytes);
     } else {
         add_values(a->dtype, a->sum, grad, a->elems);
     }
@@ -182,37 +266,19 @@ ensure_sparse(sr_accum *a, uint64_t n)
     return SR_OK;
 }
 
-sr_err
-sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_t n,
-                      int64_t local_step, int32_t task, sr_accum_outcome *outcome)
+/* Add n rows at idx (checked) into the sums, in row order then position,
+ * counting each row once per gradient.  The scratch holds n entries. */
+static void
+sparse_add(sr_accum *a, const int64_t *idx, const void *rows, uint64_t n)
 {
-    size_t   es = sr_dtype_size(a->dtype);
-    size_t   row_bytes = (size_t)a->row_elems * es;
-    row_pos *ord;
-    sr_err   rc;
+    size_t   row_bytes = (size_t)a->row_elems * sr_dtype_size(a->dtype);
+    row_pos *ord = (row_pos *)a->order;
 
-    for (uint64_t i = 0; i < n; i++) {
-        if (idx[i] < 0 || (uint64_t)idx[i] >= a->nrows) {
-            return sr_fail(SR_EINVAL, "sparse row index %lld out of range [0, %llu) at %llu",
-                           (long long)idx[i], (unsigned long long)a->nrows, (unsigned long long)i);
-        }
-    }
-    if (is_stale(a, local_step)) {
-        *outcome = SR_ACC_STALE;
-        return SR_OK;
-    }
-    if (a->mode == SR_ACC_DENSE) {
-        return sr_fail(SR_EINVAL, "variable receives dense gradients this step; sparse refused");
-    }
-    if ((rc = ensure_sparse(a, n)) != SR_OK) {
-        return rc;
-    }
     if (a->sum_dirty) {
         /* A dense step left its sums behind; sparse rows add into zeros. */
-        memset(a->sum, 0, (size_t)a->elems * es);
+        memset(a->sum, 0, (size_t)a->elems * sr_dtype_size(a->dtype));
         a->sum_dirty = 0;
     }
-    ord = (row_pos *)a->order;
     for (uint64_t i = 0; i < n; i++) {
         ord[i].row = (uint64_t)idx[i];
         ord[i].pos = i;
@@ -231,16 +297,101 @@ sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_
         add_values(a->dtype, (char *)a->sum + r * row_bytes,
                    (const char *)rows + ord[i].pos * row_bytes, a->row_elems);
     }
+}
+
+sr_err
+sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_t n,
+                      int64_t local_step, int32_t task, sr_accum_outcome *outcome)
+{
+    size_t row_bytes = (size_t)a->row_elems * sr_dtype_size(a->dtype);
+    sr_err rc;
+
+    for (uint64_t i = 0; i < n; i++) {
+        if (idx[i] < 0 || (uint64_t)idx[i] >= a->nrows) {
+            return sr_fail(SR_EINVAL, "sparse row index %lld out of range [0, %llu) at %llu",
+                           (long long)idx[i], (unsigned long long)a->nrows, (unsigned long long)i);
+        }
+    }
+    if (is_stale(a, local_step)) {
+        *outcome = SR_ACC_STALE;
+        return SR_OK;
+    }
+    if (over_share(a, task)) {
+        *outcome = SR_ACC_OVER_SHARE;
+        return SR_OK;
+    }
+    if (a->mode == SR_ACC_DENSE) {
+        return sr_fail(SR_EINVAL, "variable receives dense gradients this step; sparse refused");
+    }
+    if ((rc = ensure_sparse(a, n)) != SR_OK) {
+        return rc;
+    }
+    if (a->deterministic) {
+        sr_kept *k;
+        if ((rc = kept_reserve(a, (size_t)n * row_bytes, n)) != SR_OK) {
+            return rc;
+        }
+        k = &a->kept[a->count];
+        if (n > 0) {
+            memcpy(k->idx, idx, (size_t)n * sizeof(*idx));
+            memcpy(k->data, rows, (size_t)n * row_bytes);
+        }
+        k->n = n;
+    } else {
+        sparse_add(a, idx, rows, n);
+    }
     a->mode = SR_ACC_SPARSE;
     record(a, local_step, task);
     *outcome = SR_ACC_ACCEPTED;
     return SR_OK;
 }
 
+/* The deterministic take: the kept gradients summed in task order, arrival
+ * order within a task, and contrib put in that order.  Every buffer it
+ * needs was reserved by the pushes. */
+static int
+cmp_key(const void *x, const void *y)
+{
+    const sr_contrib_key *a = x, *b = y;
+    if (a->task_index != b->task_index) {
+        return a->task_index < b->task_index ? -1 : 1;
+    }
+    return a->pos < b->pos ? -1 : (a->pos > b->pos);
+}
+
+static void
+sum_kept(sr_accum *a)
+{
+    sr_contrib_key *keys = a->keys;
+
+    for (int i = 0; i < a->R; i++) {
+        keys[i] = (sr_contrib_key){a->contrib[i].local_step, a->contrib[i].task_index, i};
+    }
+    qsort(keys, (size_t)a->R, sizeof(*keys), cmp_key);
+    for (int i = 0; i < a->R; i++) {
+        const sr_kept *k = &a->kept[keys[i].pos];
+        if (a->mode == SR_ACC_SPARSE) {
+            sparse_add(a, k->idx, k->data, k->n);
+        } else if (i == 0) {
+            memcpy(a->sum, k->data, (size_t)a->elems * sr_dtype_size(a->dtype));
+        } else {
+            add_values(a->dtype, a->sum, k->data, a->elems);
+        }
+        a->contrib[i].task_index = keys[i].task_index;
+        a->contrib[i].local_step = keys[i].local_step;
+    }
+}
+
 int
-sr__accum_would_accept(const sr_accum *a, int64_t local_step, int mode)
+sr__accum_would_accept(const sr_accum *a, int64_t local_step, int32_t task, int mode, int *over)
 {
     if (is_stale(a, local_step)) {
+        return 0;
+    }
+    if (over_share(a, task)) {
+        if (over != NULL) {
+            *over = 1;
+        }
         return 0;
     }
     return a->mode == SR_ACC_NONE || a->mode == mode ? 1 : -1;

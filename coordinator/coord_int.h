@@ -38,11 +38,30 @@
 enum { SR_ACC_NONE = 0, SR_ACC_DENSE = 1, SR_ACC_SPARSE = 2 };
 enum { SR_SPARSE_MEAN_PER_ROW = 0, SR_SPARSE_MEAN_PER_REPLICA = 1 };
 
-/* One accepted gradient, in arrival order. */
+/* One accepted gradient, in summation order (arrival order, or task order
+ * with sr__accum_set_rules' deterministic sum). */
 typedef struct {
     int32_t task_index;
     int64_t local_step;
 } sr_contrib;
+
+/* An accepted gradient kept until the take (deterministic sum): dense,
+ * `data` holds the accumulator's elems values; sparse, n row indices and
+ * n rows.  Buffers grow, never shrink. */
+typedef struct {
+    void    *data;
+    size_t   data_cap;
+    int64_t *idx;
+    size_t   idx_cap;
+    uint64_t n;
+} sr_kept;
+
+/* Scratch of the deterministic take: a gradient's place in the sum. */
+typedef struct {
+    int64_t local_step;
+    int32_t task_index;
+    int32_t pos; /* arrival */
+} sr_contrib_key;
 
 typedef struct sr_accum {
     int         dtype;     /* SR_FLOAT32 or SR_FLOAT64 */
@@ -61,6 +80,13 @@ typedef struct sr_accum {
     uint64_t   *touched;   /* sparse: rows touched this step, unordered */
     uint64_t    ntouched;
     sr_contrib *contrib; /* R entries */
+    /* The step's rules (sr__accum_set_rules): at most `share` gradients of
+     * one task (0: any number); `deterministic`: the sum is formed at the
+     * take, in task order, from the gradients kept in `kept` (R entries). */
+    int             share;
+    int             deterministic;
+    sr_kept        *kept;
+    sr_contrib_key *keys; /* R entries, with kept */
     /* Scratch for sorting sparse pushes; grows, never shrinks. */
     uint64_t *order;
     size_t    order_cap;
@@ -69,14 +95,28 @@ typedef struct sr_accum {
 typedef enum {
     SR_ACC_ACCEPTED = 0,
     SR_ACC_STALE = 1,
+    /* For the open step, but its task already gave its share: not counted
+     * (R replicas are R tasks; DESIGN.md). */
+    SR_ACC_OVER_SHARE = 2,
 } sr_accum_outcome;
 
 /* Allocate the sums (elems x dtype) lazily on the first push. */
 sr_err sr__accum_init(sr_accum *a, int dtype, uint64_t elems, uint64_t nrows, int R, int64_t step);
 void   sr__accum_destroy(sr_accum *a);
 
+/* The rules of every step from now on (only while nothing is accepted):
+ * a task gives at most `share` of the R gradients (0: no limit; the
+ * coordinator uses 1 when N >= R, else ceil(R / N)), and with
+ * `deterministic` the R gradients are summed in task order (arrival order
+ * within a task) whatever order they came in, so the sum's bits do not
+ * depend on timing; each accepted gradient is then kept until the take
+ * (R copies of the accumulator's memory at most).  After a deterministic
+ * take `contrib` lists the gradients in that summation order. */
+void sr__accum_set_rules(sr_accum *a, int share, int deterministic);
+
 /* Add a dense gradient (elems values of the accumulator's dtype, already
- * validated) computed at local_step.  *outcome says whether it counted.
+ * validated) computed at local_step by task.  *outcome says whether it
+ * counted (SR_ACC_OVER_SHARE: the task's share of the step is full).
  * SR_EINVAL if this step already receives sparse gradients. */
 sr_err sr__accum_push_dense(sr_accum *a, const void *grad, int64_t local_step, int32_t task,
                             sr_accum_outcome *outcome);
@@ -88,10 +128,12 @@ sr_err sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, 
                              int64_t local_step, int32_t task, sr_accum_outcome *outcome);
 
 /* What a push (mode SR_ACC_DENSE or SR_ACC_SPARSE) computed at local_step
- * would do now: 1 be accepted, 0 be stale, -1 be refused (this step
- * receives the other kind).  Lets a push that spans several accumulators
- * check them all before changing any. */
-int sr__accum_would_accept(const sr_accum *a, int64_t local_step, int mode);
+ * by task would do now: 1 be accepted, 0 not be counted (*over_share set
+ * when only the task's share stopped it; may be NULL), -1 be refused
+ * (this step receives the other kind).  Lets a push that spans several
+ * accumulators check them all before changing any. */
+int sr__accum_would_accept(const sr_accum *a, int64_t local_step, int32_t task, int mode,
+                           int *over_share);
 
 /* Back to OPEN after the apply: zero the used part of the sums. */
 void sr__accum_reset(sr_accum *a);
@@ -176,6 +218,10 @@ void sr__tokens_destroy(sr_tokens *q);
 sr_err sr__tokens_put(sr_tokens *q, int64_t v, size_t n);
 /* Take the oldest; 0 and *out set, or -1 when empty. */
 int sr__tokens_take(sr_tokens *q, int64_t *out);
+/* Take the oldest token of value >= min (a worker that must wait for a
+ * later step's token leaves the older ones to the others, in their order);
+ * 0 and *out set, or -1 when there is none. */
+int sr__tokens_take_min(sr_tokens *q, int64_t min, int64_t *out);
 /* Put one back at the front (a token that could not be delivered). */
 sr_err sr__tokens_unget(sr_tokens *q, int64_t v);
 

@@ -66,8 +66,11 @@
  * they go in one message (a model of many small variables). */
 #define PUSH_REPLY_HOLD_MAX       8
 #define PUSH_REPLY_HOLD_MAX_CHAIN 64
-#define SPARE_WAIT_MS             50  /* the longest a push waits for a pull of the old value */
-#define SPARE_WAIT_OFF_STEPS      100 /* steps without that wait after one ran out */
+/* A client that left is forgotten this long after it was last heard from
+ * (sooner when the client table is full). */
+#define RECLAIM_AFTER_MS     60000
+#define SPARE_WAIT_MS        50  /* the longest a push waits for a pull of the old value */
+#define SPARE_WAIT_OFF_STEPS 100 /* steps without that wait after one ran out */
 
 /* A variable's value, shared with the pull replies in flight and, with
  * --commit async, the writer: ZeroMQ sends pulls from this memory and drops
@@ -144,13 +147,24 @@ typedef struct client {
     int64_t     joined_ms;     /* monotonic */
     int         shared_warned; /* COORD-TASK-SHARED logged for it */
     uint64_t    chained;       /* requests that came in chains: answers go chained too */
-    uint64_t    accepted, stale, duplicate, errors;
+    /* Tokens below this step are not for it: a push of it counted nowhere
+     * because its task had given its share of the open step (finish_push). */
+    int64_t min_token;
+    /* The value of the last token it was given and how many of that value
+     * (token_floor): a worker takes at most its task's share of the
+     * tokens of one step, so it cannot take another worker's. */
+    int      have_token;
+    int64_t  last_token;
+    int      last_token_count;
+    uint64_t accepted, stale, duplicate, errors, over_share;
 } client;
 
 typedef struct worker {
     int32_t task;
     int64_t local_step;
     int64_t last_seen_wall_ms;
+    /* The counts of its clients reclaimed so far (reclaim_client). */
+    uint64_t accepted, stale, duplicate, errors, chained, over_share;
 } worker;
 
 typedef struct coord {
@@ -183,6 +197,8 @@ typedef struct coord {
     int64_t              last_rate_ms, last_rate_step;
     int64_t              last_shared_check_ms;
     uint64_t             malformed;
+    uint64_t             refused; /* requests from clients outside the job (admit) */
+    int64_t              last_refused_log_ms;
     uint64_t             max_var_bytes; /* the largest variable's size */
     int64_t              max_msg;       /* ZMQ_MAXMSGSIZE, announced in HELLO replies */
     /* The chief's declaration whose initial value is arriving in parts
@@ -680,6 +696,14 @@ acc_memory(coord *c, cvar *v)
 
 /* One accumulator per partition (a variable of at most partition_bytes is
  * one partition). */
+/* The most gradients one task gives a step: R replicas are R tasks when
+ * N >= R; with fewer tasks each computes several batches. */
+static int
+task_share(const sr_coord_opts *o)
+{
+    return o->N >= o->R ? 1 : (o->R + o->N - 1) / o->N;
+}
+
 static sr_err
 init_accums(coord *c, cvar *v)
 {
@@ -711,6 +735,7 @@ init_accums(coord *c, cvar *v)
                                  c->global_step)) != SR_OK) {
             return rc;
         }
+        sr__accum_set_rules(&v->acc[p], task_share(c->o), c->o->deterministic_sum);
     }
     v->has_acc = 1;
     return SR_OK;
@@ -1409,12 +1434,28 @@ send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want)
     return 0;
 }
 
+/* The smallest token value cl may take now.  Tokens carry no owner, but a
+ * worker takes at most its task's share of one value's tokens (one when
+ * N >= R): a worker that already holds a token of step g and pushed for it
+ * waits for g + 1 instead of taking the token of a worker still on its
+ * way.  (Its first token may be of the step it is on: the seed's first
+ * rounds take the init tokens so.) */
+static int64_t
+token_floor(const coord *c, const client *cl)
+{
+    int64_t floor = 0;
+    if (cl->have_token) {
+        floor = cl->last_token_count < task_share(c->o) ? cl->last_token : cl->last_token + 1;
+    }
+    return floor > cl->min_token ? floor : cl->min_token;
+}
+
 static int
 give_token(coord *c, client *cl, uint64_t req_id, int want)
 {
     int64_t v;
 
-    if (c->commit_pending || sr__tokens_take(&c->tokens, &v) != 0) {
+    if (c->commit_pending || sr__tokens_take_min(&c->tokens, token_floor(c, cl), &v) != 0) {
         return -1;
     }
     if (send_token_reply(c, cl, req_id, v, want) != 0) {
@@ -1426,24 +1467,34 @@ give_token(coord *c, client *cl, uint64_t req_id, int want)
     cl->parked = 0;
     cl->token_req = req_id;
     cl->token_val = v;
+    cl->last_token_count = cl->have_token && cl->last_token == v ? cl->last_token_count + 1 : 1;
+    cl->last_token = v;
+    cl->have_token = 1;
     touch_worker(c, cl->task, v);
     return 0;
 }
 
+/* Hand out tokens to the parked clients, oldest request first; a client
+ * waiting for a later step's token (min_token) than any queued is passed
+ * over, and the ones after it are served. */
 static void
 serve_parked(coord *c)
 {
-    for (;;) {
+    uint64_t after = 0; /* parked_order of the last client considered */
+
+    while (c->tokens.len > 0 && !c->commit_pending) {
         client *best = NULL;
         for (size_t i = 0; i < c->nclients; i++) {
             client *cl = &c->clients[i];
-            if (cl->parked && (best == NULL || cl->parked_order < best->parked_order)) {
+            if (cl->parked && cl->parked_order > after &&
+                (best == NULL || cl->parked_order < best->parked_order)) {
                 best = cl;
             }
         }
-        if (best == NULL || c->tokens.len == 0 || c->commit_pending) {
+        if (best == NULL) {
             return;
         }
+        after = best->parked_order;
         give_token(c, best, best->parked_req, best->parked_want);
     }
 }
@@ -1971,25 +2022,36 @@ after_accept(coord *c, int ntook)
     }
 }
 
-/* Whether a push of `mode` computed at local_step may go to partitions
- * [p0, p1) of v: 0 and *accepts = how many would take it, or -1 (refused:
- * some partition receives the other kind of gradient this step). */
 /* A push went through (accepted by `accepts` partitions, `took` of them
- * taken by it): answer it and apply the step if it completed one. */
+ * taken by it): answer it and apply the step if it completed one.  One
+ * that counted nowhere because its task had given its share of the open
+ * step (`over`) is answered stale, and its client waits for a later step's
+ * token: it may not take another of this step and fill a missing task's
+ * place (DESIGN.md, "R replicas are R tasks"). */
 static void
-finish_push(coord *c, req_ctx *r, int accepts, int took)
+finish_push(coord *c, req_ctx *r, int accepts, int took, int over)
 {
     r->cl->last_seq = r->h.seq;
+    if (accepts == 0 && over) {
+        r->cl->over_share++;
+        r->cl->min_token = c->global_step + 1;
+    }
     push_reply(c, r, accepts > 0 ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
     after_accept(c, took);
 }
 
+/* Whether request r's push of `mode` may go to partitions [p0, p1) of v: 0
+ * and *accepts = how many would take it (*over: some would not only
+ * because r's task has given its share), or -1 (refused: some partition
+ * receives the other kind of gradient this step). */
 static int
-check_parts(const cvar *v, uint32_t p0, uint32_t p1, int64_t local_step, int mode, int *accepts)
+check_parts(const cvar *v, uint32_t p0, uint32_t p1, const req_ctx *r, int mode, int *accepts,
+            int *over)
 {
     *accepts = 0;
+    *over = 0;
     for (uint32_t p = p0; p < p1; p++) {
-        int w = sr__accum_would_accept(&v->acc[p], local_step, mode);
+        int w = sr__accum_would_accept(&v->acc[p], r->h.local_step, r->cl->task, mode, over);
         if (w < 0) {
             return -1;
         }
@@ -2061,8 +2123,8 @@ handle_push(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", p.name);
         return;
     }
-    int accepts = 0, took = 0;
-    if (check_parts(v, p0, p1, r->h.local_step, SR_ACC_DENSE, &accepts) != 0) {
+    int accepts = 0, took = 0, over = 0;
+    if (check_parts(v, p0, p1, r, SR_ACC_DENSE, &accepts, &over) != 0) {
         REPLY_ERR(r, SR_EINVAL,
                   "push %s: variable receives sparse gradients this step; dense "
                   "refused",
@@ -2078,7 +2140,7 @@ handle_push(coord *c, req_ctx *r)
         part_range(v, k, &r0, &nr);
         rc = sr__accum_push_dense(&v->acc[k],
                                   grad + (r0 - (uint64_t)p0 * v->part_rows) * v->row_elems * es,
-                                  r->h.local_step, r->h.task_index, &out);
+                                  r->h.local_step, r->cl->task, &out);
         if (rc != SR_OK && k == p0) {
             REPLY_ERR(r, rc, "push %s: %s", p.name, sr_errdetail());
             return;
@@ -2089,7 +2151,7 @@ handle_push(coord *c, req_ctx *r)
         }
         took += v->acc[k].taken && out == SR_ACC_ACCEPTED;
     }
-    finish_push(c, r, accepts, took);
+    finish_push(c, r, accepts, took, over);
 }
 
 /* Group a sparse push's rows by partition, keeping their order within each
@@ -2197,8 +2259,8 @@ handle_push_sparse(coord *c, req_ctx *r)
             return;
         }
     }
-    int accepts = 0, took = 0;
-    if (check_parts(v, 0, v->nparts, r->h.local_step, SR_ACC_SPARSE, &accepts) != 0) {
+    int accepts = 0, took = 0, over = 0;
+    if (check_parts(v, 0, v->nparts, r, SR_ACC_SPARSE, &accepts, &over) != 0) {
         REPLY_ERR(r, SR_EINVAL,
                   "push_sparse %s: variable receives dense gradients this step; "
                   "sparse refused",
@@ -2226,7 +2288,7 @@ handle_push_sparse(coord *c, req_ctx *r)
     }
     for (uint32_t k = 0; accepts > 0 && k < v->nparts; k++) {
         rc = sr__accum_push_sparse(&v->acc[k], pidx + start[k], prows + start[k] * row_bytes,
-                                   start[k + 1] - start[k], r->h.local_step, r->h.task_index, &out);
+                                   start[k + 1] - start[k], r->h.local_step, r->cl->task, &out);
         if (rc != SR_OK && k == 0) {
             REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
             return;
@@ -2238,7 +2300,7 @@ handle_push_sparse(coord *c, req_ctx *r)
         }
         took += v->acc[k].taken && out == SR_ACC_ACCEPTED;
     }
-    finish_push(c, r, accepts, took);
+    finish_push(c, r, accepts, took, over);
 }
 
 static void
@@ -2294,15 +2356,122 @@ handle_ping(coord *c, req_ctx *r)
     send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
 }
 
-static client *
-client_for(coord *c, const sr_wire_header *h, const uint8_t *rid, size_t rid_len)
+/* Forget a client that left (BYE, or silent past the worker timeout) once
+ * nothing of it is in flight: no parked token, no held answer, no pull
+ * reply ZeroMQ still sends from its slots.  Its counts go to its task's
+ * record, so status totals stay whole.  1 if it was reclaimed. */
+static int
+reclaim_client(coord *c, size_t i)
 {
-    client *cl = find_client(c, h->client_id);
+    client *cl = &c->clients[i];
+    worker *w;
 
+    if (!cl->gone || cl->parked || cl->nheld > 0) {
+        return 0;
+    }
+    for (size_t k = 0; cl->pulls != NULL && k < PULLS_IN_FLIGHT; k++) {
+        if (atomic_load(&cl->pulls[k].busy) != 0) {
+            return 0;
+        }
+    }
+    if ((w = get_worker(c, cl->task)) != NULL) {
+        w->accepted += cl->accepted;
+        w->stale += cl->stale;
+        w->duplicate += cl->duplicate;
+        w->errors += cl->errors;
+        w->chained += cl->chained;
+        w->over_share += cl->over_share;
+    }
+    SR_LOG(SR_LOG_DEBUG, "COORD-CLIENT-RECLAIMED", "task=%d client=%016" PRIx64, cl->task,
+           cl->client_id);
+    free(cl->held);
+    free(cl->pulls);
+    c->clients[i] = c->clients[--c->nclients];
+    return 1;
+}
+
+/* Reclaim the clients gone for longer than `idle_ms` (0: any gone one);
+ * how many were. */
+static size_t
+reclaim_gone(coord *c, int64_t idle_ms)
+{
+    int64_t now = sr_clock_now_ms();
+    size_t  n = 0;
+
+    for (size_t i = c->nclients; i-- > 0;) {
+        if (now - c->clients[i].last_seen_ms >= idle_ms && reclaim_client(c, i)) {
+            n++;
+        }
+    }
+    return n;
+}
+
+static void
+count_refused(coord *c, const char *why)
+{
+    int64_t now = sr_clock_now_ms();
+    c->refused++;
+    if (now - c->last_refused_log_ms >= 5000) {
+        c->last_refused_log_ms = now;
+        SR_LOG(SR_LOG_WARN, "COORD-REFUSED", "count=%" PRIu64 " last=\"%s\"", c->refused, why);
+    }
+}
+
+/* The job's task indexes are 0 .. job_tasks - 1: N by default, or
+ * --max-tasks (spare workers beyond N). */
+static int
+job_tasks(const sr_coord_opts *o)
+{
+    return o->max_tasks > 0 ? o->max_tasks : o->N;
+}
+
+/* Clients admitted at once: --max-clients, by default a few per task. */
+static size_t
+client_limit(const sr_coord_opts *o)
+{
+    int tasks = job_tasks(o) > o->R ? job_tasks(o) : o->R;
+    return o->max_clients > 0 ? (size_t)o->max_clients : (size_t)(tasks > 16 ? 4 * tasks : 64);
+}
+
+/* The client of request r (r->cl), made at its first request.  Only a
+ * worker of this job is admitted: task index in [0, N), the same in every
+ * request of a client, and a place in the client table (max_clients;
+ * clients that left are reclaimed to make room).  Anything else is
+ * answered with an error and changes nothing.  0, or -1 after the reply. */
+static int
+admit(coord *c, req_ctx *r)
+{
+    const sr_wire_header *h = &r->h;
+    client               *cl = find_client(c, h->client_id);
+    char                  why[160];
+
+    if (cl != NULL && h->task_index != cl->task) {
+        snprintf(why, sizeof(why), "client %016" PRIx64 " is task %d; a request said task %d",
+                 h->client_id, cl->task, h->task_index);
+        count_refused(c, why);
+        REPLY_ERR(r, SR_EPROTO, "%s: a client keeps its task index", why);
+        return -1;
+    }
+    if (cl == NULL && (h->task_index < 0 || h->task_index >= job_tasks(c->o))) {
+        snprintf(why, sizeof(why), "task index %d is not a worker of this job", h->task_index);
+        count_refused(c, why);
+        REPLY_ERR(r, SR_EINVAL, "%s: its workers are tasks 0..%d (--total-replicas, --max-tasks)",
+                  why, job_tasks(c->o) - 1);
+        return -1;
+    }
+    if (cl == NULL && c->nclients >= client_limit(c->o) && reclaim_gone(c, 0) == 0) {
+        snprintf(why, sizeof(why), "client table full (%zu clients)", c->nclients);
+        count_refused(c, why);
+        REPLY_ERR(r, SR_ELIMIT,
+                  "%s: no more clients are admitted until one leaves (--max-clients %zu)", why,
+                  client_limit(c->o));
+        return -1;
+    }
     if (cl == NULL) {
         cl = sr_grow_array(c->clients, &c->cap_clients, c->nclients + 1, sizeof(*cl));
         if (cl == NULL) {
-            return NULL;
+            REPLY_ERR(r, SR_ENOMEM, "client table: out of memory");
+            return -1;
         }
         c->clients = cl;
         cl = &c->clients[c->nclients++];
@@ -2317,12 +2486,13 @@ client_for(coord *c, const sr_wire_header *h, const uint8_t *rid, size_t rid_len
         SR_LOG(SR_LOG_NOTICE, "COORD-WORKER-BACK", "task=%d client=%016" PRIx64, cl->task,
                cl->client_id);
     }
-    if (rid_len <= sizeof(cl->rid)) {
-        memcpy(cl->rid, rid, rid_len);
-        cl->rid_len = rid_len;
+    if (r->rid_len <= sizeof(cl->rid)) {
+        memcpy(cl->rid, r->rid, r->rid_len);
+        cl->rid_len = r->rid_len;
     }
     cl->last_seen_ms = sr_clock_now_ms();
-    return cl;
+    r->cl = cl;
+    return 0;
 }
 
 static void
@@ -2383,8 +2553,7 @@ dispatch_one(coord *c, zmq_msg_t *rid, const sr_wire_header *h, zmq_msg_t *body,
         handle_status(c, &r); /* operators' tools are not workers */
         return;
     }
-    if ((r.cl = client_for(c, &r.h, r.rid, r.rid_len)) == NULL) {
-        REPLY_ERR(&r, SR_ENOMEM, "client table full");
+    if (admit(c, &r) != 0) {
         return;
     }
     r.cl->chained += (uint64_t)chained;
@@ -2506,10 +2675,12 @@ status_json(coord *c, sr_strbuf *b)
                      ",\"model_ready\":%s,"
                      "\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
                      "\"steps_per_s\":%.3f,\"tokens_available\":%zu,\"malformed\":%" PRIu64
+                     ",\"refused\":%" PRIu64 ",\"clients\":%zu,\"deterministic_sum\":%s"
                      ",\"accumulators\":[",
                      c->incarnation, c->global_step, c->committed_step, c->restored_step,
                      c->model_ready ? "true" : "false", c->o->R, c->o->N,
-                     sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed);
+                     sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed,
+                     c->refused, c->nclients, c->o->deterministic_sum ? "true" : "false");
     int first = 1;
     for (size_t i = 0; i < c->nvars; i++) {
         cvar *v = &c->vars[i];
@@ -2532,7 +2703,8 @@ status_json(coord *c, sr_strbuf *b)
     sr_strbuf_printf(b, "],\"workers\":[");
     for (size_t i = 0; i < c->nworkers; i++) {
         worker  *w = &c->workers[i];
-        uint64_t acc = 0, stale = 0, dup = 0, errs = 0, chained = 0;
+        uint64_t acc = w->accepted, stale = w->stale, dup = w->duplicate, errs = w->errors;
+        uint64_t chained = w->chained, over = w->over_share;
         int64_t  seen = -1;
         int      parked = 0, live = 0;
         for (size_t k = 0; k < c->nclients; k++) {
@@ -2545,6 +2717,7 @@ status_json(coord *c, sr_strbuf *b)
             dup += cl->duplicate;
             errs += cl->errors;
             chained += cl->chained;
+            over += cl->over_share;
             parked |= cl->parked;
             live |= !cl->gone;
             if (seen < 0 || now - cl->last_seen_ms < seen) {
@@ -2555,10 +2728,11 @@ status_json(coord *c, sr_strbuf *b)
                          "%s{\"task_index\":%d,\"local_step\":%" PRId64 ",\"last_seen_ms\":%" PRId64
                          ",\"seconds_since_seen\":%.3f,\"connected\":%s,\"waiting_for_token\":%s,"
                          "\"accepted\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"duplicate\":%" PRIu64
-                         ",\"rejected\":%" PRIu64 ",\"chained\":%" PRIu64 "}",
+                         ",\"beyond_share\":%" PRIu64 ",\"rejected\":%" PRIu64
+                         ",\"chained\":%" PRIu64 "}",
                          i ? "," : "", w->task, w->local_step, w->last_seen_wall_ms,
                          seen < 0 ? -1.0 : seen / 1000.0, live ? "true" : "false",
-                         parked ? "true" : "false", acc, stale, dup, errs, chained);
+                         parked ? "true" : "false", acc, stale, dup, over, errs, chained);
     }
     sr_store_ckpt_stats ck;
     sr_store_get_ckpt_stats(commit_store(c), &ck);
@@ -2833,6 +3007,7 @@ periodic(coord *c)
         }
     }
     check_shared_tasks(c, now);
+    reclaim_gone(c, RECLAIM_AFTER_MS);
     if (now - c->last_rate_ms >= c->o->log_interval_ms) {
         double secs = (now - c->last_rate_ms) / 1000.0;
         c->steps_per_s = c->last_rate_ms ? (c->global_step - c->last_rate_step) / secs : 0.0;

@@ -80,3 +80,24 @@ sr__tokens_unget(sr_tokens *q, int64_t v)
     q->len++;
     return SR_OK;
 }
+
+int
+sr__tokens_take_min(sr_tokens *q, int64_t min, int64_t *out)
+{
+    size_t i = 0;
+
+    while (i < q->len && q->v[(q->head + i) % q->cap] < min) {
+        i++;
+    }
+    if (i == q->len) {
+        return -1;
+    }
+    *out = q->v[(q->head + i) % q->cap];
+    /* Close the gap: the older tokens before it move up by one. */
+    for (; i > 0; i--) {
+        q->v[(q->head + i) % q->cap] = q->v[(q->head + i - 1) % q->cap];
+    }
+    q->head = (q->head + 1) % q->cap;
+    q->len--;
+    return 0;
+}

@@ -30,7 +30,8 @@ extern "C" {
     X(EVERSION, -16, "made by a newer version of syncrep")          \
     X(ECLOSED, -17, "shutting down")                                \
     X(ENONFINITE, -18, "gradient contains NaN or Inf")              \
-    X(EBUSY, -19, "in use by another process")
+    X(EBUSY, -19, "in use by another process")                      \
+    X(ELIMIT, -20, "over a limit of the coordinator")
 
 typedef enum {
 #define SR_ERR_ENUM_(name, val, text) SR_##name = val,

@@ -191,7 +191,9 @@ setup(sr_harness *h, const char *tag, const char *R)
     sr_client    *chief;
 
     sr_harness_init(h, tag);
-    sr_harness_start(h, "--replicas-to-aggregate", R, "--learning-rate", "1.0", NULL);
+    /* Raw clients and second workers join as tasks 1 and 2. */
+    sr_harness_start(h, "--replicas-to-aggregate", R, "--learning-rate", "1.0", "--max-tasks", "3",
+                     NULL);
     chief = sr_harness_client(h, 0);
     assert_sr_ok(sr_client_declare(chief, "x", SR_FLOAT64, 0, NULL, &x0));
     assert_sr_ok(sr_client_declare(chief, "n", SR_INT64, 0, NULL, &n0));
@@ -808,9 +810,9 @@ test_protocol_push_answer_held_for_the_token_not_longer(void **state)
 
     raw_open(&r, h.endpoint, 0x4444);
     raw_hello(&r, 1);
-    /* Take both init tokens (max(N, R) = 2): the next request waits. */
-    raw_send(&r, SR_MSG_TOKEN, 1, 0, 0, NULL, NULL, 0);
-    expect_reply(&r, SR_MSG_TOKEN, 10000);
+    /* The chief and the peer take the two init tokens (max(N, R) = 2): the
+     * peer's next request waits. */
+    assert_sr_ok(sr_client_step(chief));
     raw_send(&r, SR_MSG_TOKEN, 1, 0, 0, NULL, NULL, 0);
     expect_reply(&r, SR_MSG_TOKEN, 10000);
     /* Push (one of R = 2), ask for a token: parked; the push's answer
@@ -1534,7 +1536,7 @@ stalled_peer_setup(sr_harness *h, raw *r, float *w, const char *commit)
     }
     sr_harness_init(h, "pullfly");
     sr_harness_start(h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
-                     "--partition-bytes", "1048576", "--commit", commit, NULL);
+                     "--partition-bytes", "1048576", "--commit", commit, "--max-tasks", "2", NULL);
     chief = sr_harness_client(h, 0);
     assert_sr_ok(sr_client_declare(chief, "w", SR_FLOAT32, 1, shape, w));
     assert_sr_ok(sr_client_ready(chief));
