@@ -812,7 +812,8 @@ static const char usage_text[] =
     "\n"
     "Runs a real coordinator and N real workers of a deterministic model, kills and\n"
     "restarts them on a schedule drawn from the seed, then verifies from the store:\n"
-    "replay (bit for bit), strictness, exactly R, no lost commits, liveness.\n"
+    "replay (bit for bit), strictness, exactly R, R distinct tasks (at most ceil(R/N)\n"
+    "gradients of one task in a step), no lost commits, liveness.\n"
     "Writes DIR/report.json and DIR/timeline.svg; exit 0 only if all hold.\n"
     "--print-plan prints the fault schedule the seed gives, and runs nothing.\n"
     "--partition-bytes B (e.g. 32) splits the model's variables into partitions.\n"
@@ -1035,10 +1036,7 @@ sr__chaos_main(int argc, char **argv)
         fprintf(stderr, "syncrep chaos: cannot load %s: %s: %s\n", c->store, sr_strerror(rc),
                 sr_errdetail());
         for (int i = 0; i < SR_CHAOS_NCHECKS; i++) {
-            checks[i].name = i == 0   ? "replay"
-                             : i == 1 ? "strictness"
-                             : i == 2 ? "exactly_r"
-                                      : "no_lost_commits";
+            checks[i].name = sr__chaos_check_name(i);
             snprintf(checks[i].detail, sizeof(checks[i].detail), "store unreadable");
         }
         passed = 0;

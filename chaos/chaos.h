@@ -23,6 +23,7 @@ typedef struct {
     uint64_t incarnation;
     int64_t  restored_step;   /* the global step it started from */
     int      R;               /* replicas to aggregate in force */
+    int      N;               /* total replicas in force (0: not recorded) */
     uint64_t partition_bytes; /* the coordinator's --partition-bytes in force */
     int      rewound;         /* started with --resume-from-step */
 } sr_chaos_inc;
@@ -53,7 +54,20 @@ typedef struct {
     char        detail[512];
 } sr_chaos_check;
 
-#define SR_CHAOS_NCHECKS 4 /* replay, strictness, exactly_r, no_lost_commits */
+/* The invariants sr_chaos_verify judges, in the order of its checks[]
+ * (docs/chaos.md, "What is verified"); the harness adds liveness after them. */
+enum {
+    SR_CHAOS_REPLAY = 0,
+    SR_CHAOS_STRICTNESS,
+    SR_CHAOS_EXACTLY_R,
+    SR_CHAOS_DISTINCT_TASKS,
+    SR_CHAOS_NO_LOST_COMMITS,
+    SR_CHAOS_NCHECKS
+};
+
+/* The name of check i (0 <= i < SR_CHAOS_NCHECKS), as reports print it;
+ * a static string ("?" out of range). */
+const char *sr__chaos_check_name(int i);
 
 /* Load the evidence from a store (read-only).  Free with sr_chaos_evidence_free. */
 sr_err sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim,

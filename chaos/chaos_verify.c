@@ -12,6 +12,10 @@
  *   exactly_r        every variable (every partition of a partitioned one)
  *                    got exactly R contributions at every step, R and the
  *                    partitions as in force in the incarnation that applied it
+ *   distinct_tasks   R replicas are R tasks: in every such accumulator no task
+ *                    contributed more than ceil(R / N) gradients (with N >= R:
+ *                    the R task indexes are distinct), R and N as in force in
+ *                    the incarnation that applied the step
  *   no_lost_commits  no incarnation restored a step older than one already
  *                    committed before it started (an operator's
  *                    --resume-from-step excepted: that is a recorded rewind)
@@ -151,6 +155,9 @@ sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim, sr_c
         sr__chaos_json_i64(incs[i].config, "replicas_to_aggregate", &r);
         out->incs[i].R = (int)r;
         r = 0;
+        sr__chaos_json_i64(incs[i].config, "total_replicas", &r);
+        out->incs[i].N = (int)r;
+        r = 0;
         sr__chaos_json_i64(incs[i].config, "partition_bytes", &r);
         out->incs[i].partition_bytes = (uint64_t)r;
         for (size_t k = 0; k < nrw; k++) {
@@ -186,10 +193,23 @@ inc_for_step(const sr_chaos_evidence *e, int64_t s)
     return best;
 }
 
-static void
-set(sr_chaos_check *c, const char *name, int passed)
+const char *
+sr__chaos_check_name(int i)
 {
-    c->name = name;
+    static const char *const names[SR_CHAOS_NCHECKS] = {
+        [SR_CHAOS_REPLAY] = "replay",
+        [SR_CHAOS_STRICTNESS] = "strictness",
+        [SR_CHAOS_EXACTLY_R] = "exactly_r",
+        [SR_CHAOS_DISTINCT_TASKS] = "distinct_tasks",
+        [SR_CHAOS_NO_LOST_COMMITS] = "no_lost_commits",
+    };
+    return i >= 0 && i < SR_CHAOS_NCHECKS ? names[i] : "?";
+}
+
+static void
+set(sr_chaos_check *c, int which, int passed)
+{
+    c->name = sr__chaos_check_name(which);
     c->passed = passed;
     if (passed) {
         snprintf(c->detail, sizeof(c->detail), "ok");
@@ -201,8 +221,8 @@ check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_
 {
     size_t i = 0;
 
-    set(strict, "strictness", 1);
-    set(exact, "exactly_r", 1);
+    set(strict, SR_CHAOS_STRICTNESS, 1);
+    set(exact, SR_CHAOS_EXACTLY_R, 1);
     for (int64_t s = 0; s < e->global_step; s++) {
         const sr_chaos_inc *inc = inc_for_step(e, s);
         for (int v = 0; v < SR_CHAOS_NVARS; v++) {
@@ -259,10 +279,100 @@ check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_
     }
 }
 
+/* One accumulator's contributions at a step, described for a report:
+ * "0@914 1@914 0@914" (task@local_step, arrival order). */
+static void
+describe_tasks(char *buf, size_t len, const sr_store_contrib *rows, const size_t *ks, size_t n)
+{
+    size_t at = 0, j;
+
+    buf[0] = '\0';
+    for (j = 0; j < n && at + 48 < len; j++) {
+        int w = snprintf(buf + at, len - at, "%s%d@%" PRId64, j ? " " : "", rows[ks[j]].task_index,
+                         rows[ks[j]].local_step);
+        at += w > 0 ? (size_t)w : 0;
+    }
+    if (j < n) { /* 48 bytes left: room for this */
+        snprintf(buf + at, len - at, " ... (%zu in all)", n);
+    }
+}
+
+/* R replicas are R tasks (DESIGN.md): no task gave more than ceil(R / N) of
+ * an accumulator's gradients at a step, which with N >= R is R distinct task
+ * indexes.  exactly_r counts gradients and cannot see a survivor whose
+ * second gradient filled a dead worker's place. */
+static void
+check_distinct(const sr_chaos_evidence *e, sr_chaos_check *c)
+{
+    size_t i = 0, *ks = NULL, cap = 0;
+
+    set(c, SR_CHAOS_DISTINCT_TASKS, 1);
+    for (int64_t s = 0; s < e->global_step && c->passed; s++) {
+        const sr_chaos_inc *inc = inc_for_step(e, s);
+        size_t              first = i;
+        while (i < e->nlog && e->log[i].step == s) {
+            i++;
+        }
+        if (i - first > cap) {
+            size_t *grown = realloc(ks, (i - first) * sizeof(*ks));
+            if (grown == NULL) {
+                c->passed = 0;
+                snprintf(c->detail, sizeof(c->detail), "out of memory at step %" PRId64, s);
+                break;
+            }
+            ks = grown;
+            cap = i - first;
+        }
+        for (int v = 0; v < SR_CHAOS_NVARS && c->passed; v++) {
+            layout l = var_layout(&sr_chaos_vars()[v], inc ? inc->partition_bytes : 0);
+            for (uint32_t p = 0; p < l.nparts && c->passed; p++) {
+                int64_t e0 = (int64_t)(p * l.part_rows * l.row_elems);
+                size_t  n = 0;
+                for (size_t k = first; k < i; k++) {
+                    if (e->log[k].var_id == e->var_id[v] && e->log[k].part == e0) {
+                        ks[n++] = k;
+                    }
+                }
+                if (n == 0) {
+                    continue; /* exactly_r reports it */
+                }
+                if (inc == NULL || inc->R < 1 || inc->N < 1) {
+                    c->passed = 0;
+                    snprintf(c->detail, sizeof(c->detail),
+                             "step %" PRId64 ": no R and N in force (incarnation %" PRIu64
+                             " R %d N %d)",
+                             s, inc ? inc->incarnation : 0, inc ? inc->R : 0, inc ? inc->N : 0);
+                    break;
+                }
+                int most = (inc->R + inc->N - 1) / inc->N;
+                for (size_t j = 0; j < n && c->passed; j++) {
+                    int32_t t = e->log[ks[j]].task_index;
+                    int     times = 0;
+                    for (size_t q = 0; q < n; q++) {
+                        times += e->log[ks[q]].task_index == t;
+                    }
+                    if (times > most) {
+                        char tasks[300];
+                        describe_tasks(tasks, sizeof(tasks), e->log, ks, n);
+                        c->passed = 0;
+                        snprintf(c->detail, sizeof(c->detail),
+                                 "step %" PRId64 " variable %s partition at %" PRId64
+                                 ": tasks %s (task@local_step): task %d contributed %d, "
+                                 "R %d N %d allow %d (incarnation %" PRIu64 ")",
+                                 s, sr_chaos_vars()[v].name, e0, tasks, t, times, inc->R, inc->N,
+                                 most, inc->incarnation);
+                    }
+                }
+            }
+        }
+    }
+    free(ks);
+}
+
 static void
 check_commits(const sr_chaos_evidence *e, sr_chaos_check *c)
 {
-    set(c, "no_lost_commits", 1);
+    set(c, SR_CHAOS_NO_LOST_COMMITS, 1);
     for (size_t i = 1; i < e->nincs; i++) {
         const sr_chaos_inc *inc = &e->incs[i];
         if (inc->rewound) {
@@ -317,7 +427,7 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
     size_t              i = 0;
     int                 ema_slot = -1, s1 = -1, s2 = -1;
 
-    set(c, "replay", 1);
+    set(c, SR_CHAOS_REPLAY, 1);
     for (int k = 0; k < e->nslots; k++) {
         if (strcmp(e->slot_name[k], "ema") == 0) {
             ema_slot = k;
@@ -447,9 +557,10 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
 int
 sr_chaos_verify(const sr_chaos_evidence *e, sr_chaos_check *checks)
 {
-    check_replay(e, &checks[0]);
-    check_strict_and_r(e, &checks[1], &checks[2]);
-    check_commits(e, &checks[3]);
+    check_replay(e, &checks[SR_CHAOS_REPLAY]);
+    check_strict_and_r(e, &checks[SR_CHAOS_STRICTNESS], &checks[SR_CHAOS_EXACTLY_R]);
+    check_distinct(e, &checks[SR_CHAOS_DISTINCT_TASKS]);
+    check_commits(e, &checks[SR_CHAOS_NO_LOST_COMMITS]);
     for (int i = 0; i < SR_CHAOS_NCHECKS; i++) {
         if (!checks[i].passed) {
             return 0;

@@ -1,8 +1,9 @@
 /*
  * `syncrep chaos` in the suite: a 30 s run with at least 15 kills over all
  * three roles and a resize, a run with --checkpoint-every-steps 5, and the
- * verifier itself: evidence from a real run is corrupted in four ways and
- * each must be caught (a verifier that cannot fail proves nothing).
+ * verifier itself: evidence from a real run is corrupted in six ways and
+ * each must be caught (a verifier that cannot fail proves nothing).  The
+ * verifier's unit test (tests/unit/chaos/) judges stores built in-process.
  */
 #include "sr_test.h"
 
@@ -161,6 +162,12 @@ verdict(sr_chaos_evidence *e, const char *name, sr_chaos_check *checks)
     return NULL;
 }
 
+static int
+same_accum(const sr_store_contrib *a, const sr_store_contrib *b)
+{
+    return a->step == b->step && a->var_id == b->var_id && a->part == b->part;
+}
+
 static void
 test_chaos_verifier_catches_each_corruption(void **state)
 {
@@ -203,6 +210,19 @@ test_chaos_verifier_catches_each_corruption(void **state)
     e.log[mid].local_step -= 1;
     assert_false(verdict(&e, "strictness", checks)->passed);
     e.log[mid].local_step += 1;
+
+    /* One task's gradient twice in an accumulator (R = N in this run, so a
+     * task may give one): mid's neighbour in its accumulator takes mid's
+     * task (the run is unpartitioned and R >= 3, so mid + 1 or mid - 1 is). */
+    size_t twin = mid + 1 < e.nlog && same_accum(&e.log[mid + 1], &e.log[mid]) ? mid + 1 : mid - 1;
+    assert_true(same_accum(&e.log[twin], &e.log[mid]));
+    int32_t saved_task = e.log[twin].task_index;
+    e.log[twin].task_index = e.log[mid].task_index;
+    c = verdict(&e, "distinct_tasks", checks);
+    assert_false(c->passed);
+    assert_non_null(strstr(c->detail, "contributed 2"));
+    e.log[twin].task_index = saved_task;
+    assert_int_equal(sr_chaos_verify(&e, checks), 1);
 
     /* A restart that lost a committed step. */
     assert_true(e.nincs >= 2);

@@ -1,0 +1,328 @@
+/*
+ * The chaos verifier judged without a live job.  A small in-process
+ * "coordinator" trains the chaos model through the coordinator's own
+ * accumulator and optimizer kernels and commits every step, with its step
+ * log and one incarnation (R, N) per era, through the store API.  Each test
+ * says which tasks contribute at each step, so a store can hold exactly the
+ * violation under test, with every other invariant intact.  Mainly:
+ * distinct_tasks, "R replicas are R tasks" (docs/chaos.md).
+ */
+#include "sr_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chaos/chaos.h"
+#include "chaos/chaos_model.h"
+#include "coordinator/coord_int.h"
+#include "core/dtype.h"
+#include "store/store.h"
+
+#define MAX_R     8
+#define MAX_STEPS 8
+#define SEED      7
+
+/* From from_step on, a coordinator incarnation with R and N. */
+typedef struct {
+    int     R, N;
+    int64_t from_step;
+} era;
+
+/* A job: its incarnations, and at step s the R tasks whose gradients are
+ * taken, in arrival order (a repeated index is the bug under test). */
+typedef struct {
+    era     eras[3];
+    int     neras;
+    int64_t nsteps;
+    int32_t tasks[MAX_STEPS][MAX_R];
+} job;
+
+typedef struct {
+    char *dir;
+    char  path[600];
+} fixture;
+
+static int
+setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    if (f == NULL || (f->dir = sr_test_mkdtemp("chaosv")) == NULL) {
+        free(f);
+        return -1;
+    }
+    snprintf(f->path, sizeof(f->path), "%s/store.db", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    fixture *f = *state;
+    sr_test_rmdir_rf(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static sr_optim
+sgd(void)
+{
+    sr_optim o;
+    memset(&o, 0, sizeof(o));
+    o.kind = SR_OPT_SGD;
+    o.lr = 0.05;
+    return o;
+}
+
+/* A new incarnation with the config JSON the coordinator stores. */
+static void
+start_incarnation(sr_store *st, const era *r)
+{
+    char     cfg[256];
+    uint64_t inc;
+
+    assert_sr_ok(sr_store_new_incarnation(st, &inc));
+    snprintf(cfg, sizeof(cfg),
+             "{\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"sgd\","
+             "\"step_log\":true,\"partition_bytes\":2097152}",
+             r->R, r->N);
+    assert_sr_ok(sr_store_set_config(st, cfg));
+}
+
+/* Train j's steps as a coordinator would and commit each with its log. */
+static void
+build_store(const char *path, const job *j)
+{
+    const sr_chaos_var *cv = sr_chaos_vars();
+    sr_optim            o = sgd();
+    sr_store_opts       so;
+    sr_store           *st = NULL;
+    uint8_t             val[SR_CHAOS_NVARS][4096], grad[4096];
+    int64_t             id[SR_CHAOS_NVARS], idx[SR_CHAOS_SPARSE_ROWS];
+    int                 e = 0;
+
+    memset(&so, 0, sizeof(so));
+    so.create = 1;
+    assert_sr_ok(sr_store_open(path, &so, &st));
+    start_incarnation(st, &j->eras[0]);
+    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        sr_chaos_init(SEED, v, val[v]);
+        assert_sr_ok(sr_store_declare(st, cv[v].name, cv[v].dtype, cv[v].ndim, cv[v].shape, 1,
+                                      val[v], sr_chaos_bytes(&cv[v]), &id[v], NULL));
+    }
+    assert_sr_ok(sr_store_set_ready(st));
+    for (int64_t s = 0; s < j->nsteps; s++) {
+        sr_store_contrib log[SR_CHAOS_NVARS * MAX_R];
+        sr_store_tensor  t[SR_CHAOS_NVARS];
+        size_t           n = 0;
+        if (e + 1 < j->neras && j->eras[e + 1].from_step == s) {
+            start_incarnation(st, &j->eras[++e]);
+        }
+        int R = j->eras[e].R;
+        for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+            uint64_t         rows = cv[v].ndim > 0 ? (uint64_t)cv[v].shape[0] : 1;
+            sr_accum         a;
+            sr_accum_outcome out;
+            memset(&a, 0, sizeof(a));
+            assert_sr_ok(sr__accum_init(&a, cv[v].dtype, sr_chaos_elems(&cv[v]), rows, R, s));
+            for (int k = 0; k < R; k++) {
+                int32_t task = j->tasks[s][k];
+                if (cv[v].sparse) {
+                    sr_chaos_grad_sparse(SEED, v, task, val[v], idx, grad);
+                    assert_sr_ok(
+                        sr__accum_push_sparse(&a, idx, grad, SR_CHAOS_SPARSE_ROWS, s, task, &out));
+                } else {
+                    sr_chaos_grad_dense(SEED, v, task, val[v], grad);
+                    assert_sr_ok(sr__accum_push_dense(&a, grad, s, task, &out));
+                }
+                assert_int_equal(out, SR_ACC_ACCEPTED);
+                log[n++] = (sr_store_contrib){.step = s,
+                                              .var_id = id[v],
+                                              .part = 0,
+                                              .pos = k,
+                                              .task_index = task,
+                                              .local_step = s};
+            }
+            sr__optim_apply_accum(&o, s + 1, &a, val[v], NULL, NULL, NULL, 0, 0);
+            sr__accum_destroy(&a);
+            t[v] = (sr_store_tensor){
+                .var_id = id[v], .data = val[v], .len_bytes = sr_chaos_bytes(&cv[v])};
+        }
+        sr_store_commit c = {
+            .global_step = s + 1, .tensors = t, .ntensors = SR_CHAOS_NVARS, .log = log, .nlog = n};
+        assert_sr_ok(sr_store_commit_step(st, &c));
+    }
+    sr_store_close(st);
+}
+
+/* Build the store, load it as `syncrep chaos` does and judge it; returns
+ * sr_chaos_verify's verdict and fills checks. */
+static int
+judge(const char *path, const job *j, sr_chaos_check *checks)
+{
+    sr_chaos_evidence e;
+    sr_optim          o = sgd();
+
+    build_store(path, j);
+    assert_sr_ok(sr_chaos_load(path, SEED, &o, &e));
+    assert_int_equal(e.global_step, j->nsteps);
+    assert_int_equal(e.nincs, (size_t)j->neras);
+    memset(checks, 0, SR_CHAOS_NCHECKS * sizeof(*checks));
+    int passed = sr_chaos_verify(&e, checks);
+    sr_chaos_evidence_free(&e);
+    return passed;
+}
+
+static const sr_chaos_check *
+check_named(const sr_chaos_check *checks, const char *name)
+{
+    for (int i = 0; i < SR_CHAOS_NCHECKS; i++) {
+        if (checks[i].name != NULL && strcmp(checks[i].name, name) == 0) {
+            return &checks[i];
+        }
+    }
+    fail_msg("no check named %s", name);
+    return NULL;
+}
+
+/* Every check but `failing` passed; `failing` failed and its detail holds
+ * each of the NULL-terminated strings. */
+static void
+assert_only_failure(const sr_chaos_check *checks, const char *failing, const char *const *want)
+{
+    for (int i = 0; i < SR_CHAOS_NCHECKS; i++) {
+        int is_failing = strcmp(checks[i].name, failing) == 0;
+        if (checks[i].passed == is_failing) {
+            fail_msg("check %s %s: %s", checks[i].name, is_failing ? "passed" : "failed",
+                     checks[i].detail);
+        }
+    }
+    const char *detail = check_named(checks, failing)->detail;
+    for (; *want != NULL; want++) {
+        if (strstr(detail, *want) == NULL) {
+            fail_msg("%s detail \"%s\" lacks \"%s\"", failing, detail, *want);
+        }
+    }
+}
+
+static void
+test_chaos_verify_check_names_are_stable(void **state)
+{
+    (void)state;
+    assert_string_equal(sr__chaos_check_name(SR_CHAOS_REPLAY), "replay");
+    assert_string_equal(sr__chaos_check_name(SR_CHAOS_STRICTNESS), "strictness");
+    assert_string_equal(sr__chaos_check_name(SR_CHAOS_EXACTLY_R), "exactly_r");
+    assert_string_equal(sr__chaos_check_name(SR_CHAOS_DISTINCT_TASKS), "distinct_tasks");
+    assert_string_equal(sr__chaos_check_name(SR_CHAOS_NO_LOST_COMMITS), "no_lost_commits");
+    assert_string_equal(sr__chaos_check_name(SR_CHAOS_NCHECKS), "?");
+}
+
+static void
+test_chaos_verify_r3_n3_distinct_tasks_passes(void **state)
+{
+    sr_chaos_check checks[SR_CHAOS_NCHECKS];
+    job            j = {.eras = {{3, 3, 0}},
+                        .neras = 1,
+                        .nsteps = 5,
+                        .tasks = {{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}, {2, 1, 0}}};
+
+    assert_int_equal(judge(((fixture *)*state)->path, &j, checks), 1);
+    for (int i = 0; i < SR_CHAOS_NCHECKS; i++) {
+        assert_true(checks[i].passed);
+        assert_string_equal(checks[i].detail, "ok");
+    }
+    assert_true(check_named(checks, "distinct_tasks")->passed);
+}
+
+/* Issue 20: R = N = 3, a worker dead for good, and a survivor's second
+ * gradient fills the step ("0@3 1@3 0@3").  Replay, strictness and
+ * exactly_r all hold (the store is self-consistent and has R gradients);
+ * only distinct_tasks sees it. */
+static void
+test_chaos_verify_task_twice_at_r3_n3_fails_distinct_tasks(void **state)
+{
+    sr_chaos_check    checks[SR_CHAOS_NCHECKS];
+    job               j = {.eras = {{3, 3, 0}},
+                           .neras = 1,
+                           .nsteps = 5,
+                           .tasks = {{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 1, 0}, {0, 1, 0}}};
+    const char *const want[] = {
+        "step 3 ", "variable dense_a", "tasks 0@3 1@3 0@3", "task 0 contributed 2",
+        "R 3 N 3", "allow 1",          "incarnation 1",     NULL};
+
+    assert_int_equal(judge(((fixture *)*state)->path, &j, checks), 0);
+    assert_only_failure(checks, "distinct_tasks", want);
+}
+
+/* N < R: each task gives ceil(R / N) gradients; more is a violation. */
+static void
+test_chaos_verify_n_below_r_allows_ceil_r_over_n(void **state)
+{
+    sr_chaos_check checks[SR_CHAOS_NCHECKS];
+    job            j = {.eras = {{4, 2, 0}},
+                        .neras = 1,
+                        .nsteps = 3,
+                        .tasks = {{0, 1, 0, 1}, {0, 0, 1, 1}, {1, 0, 1, 0}}};
+
+    assert_int_equal(judge(((fixture *)*state)->path, &j, checks), 1);
+}
+
+static void
+test_chaos_verify_n_below_r_task_over_ceil_fails(void **state)
+{
+    sr_chaos_check    checks[SR_CHAOS_NCHECKS];
+    job               j = {.eras = {{4, 2, 0}},
+                           .neras = 1,
+                           .nsteps = 3,
+                           .tasks = {{0, 1, 0, 1}, {1, 1, 1, 0}, {0, 1, 0, 1}}};
+    const char *const want[] = {"step 1 ", "tasks 1@1 1@1 1@1 0@1", "task 1 contributed 3",
+                                "R 4 N 2 allow 2", NULL};
+
+    assert_int_equal(judge(((fixture *)*state)->path, &j, checks), 0);
+    assert_only_failure(checks, "distinct_tasks", want);
+}
+
+/* R and N come from the incarnation that applied each step: a resize from
+ * N = 1 (one task gives both gradients) to N = 2 (it may not). */
+static void
+test_chaos_verify_r_and_n_from_the_applying_incarnation(void **state)
+{
+    fixture          *f = *state;
+    sr_chaos_check    checks[SR_CHAOS_NCHECKS];
+    job               ok = {.eras = {{2, 1, 0}, {2, 2, 3}},
+                            .neras = 2,
+                            .nsteps = 6,
+                            .tasks = {{0, 0}, {0, 0}, {0, 0}, {0, 1}, {1, 0}, {0, 1}}};
+    job               bad = ok;
+    const char *const want[] = {"step 4 ", "tasks 1@4 1@4", "R 2 N 2 allow 1", "incarnation 2",
+                                NULL};
+
+    char bad_path[700];
+
+    assert_int_equal(judge(f->path, &ok, checks), 1);
+    bad.tasks[4][1] = 1; /* {1, 0} -> {1, 1} */
+    snprintf(bad_path, sizeof(bad_path), "%s/bad.db", f->dir);
+    assert_int_equal(judge(bad_path, &bad, checks), 0);
+    assert_only_failure(checks, "distinct_tasks", want);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chaos_verify_check_names_are_stable),
+        cmocka_unit_test_setup_teardown(test_chaos_verify_r3_n3_distinct_tasks_passes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_chaos_verify_task_twice_at_r3_n3_fails_distinct_tasks,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chaos_verify_n_below_r_allows_ceil_r_over_n, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_chaos_verify_n_below_r_task_over_ceil_fails, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_chaos_verify_r_and_n_from_the_applying_incarnation,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
