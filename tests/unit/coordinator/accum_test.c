@@ -221,6 +221,154 @@ test_accum_caller_sums_start_clean_and_stay_the_callers(void **state)
     sr__accum_destroy(&a);    /* frees its own sums only: mem is on the stack */
 }
 
+/* R replicas are R tasks: with share 1 a task's second gradient for the
+ * open step is not counted, whatever else it would be. */
+static void
+test_accum_task_beyond_its_share_is_not_counted(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const float      g[1] = {1.0f}, big[1] = {100.0f};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 1, 1, 3, 4));
+    sr__accum_set_rules(&a, 1, 0);
+    assert_sr_ok(sr__accum_push_dense(&a, g, 4, 0, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    assert_sr_ok(sr__accum_push_dense(&a, g, 4, 1, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    int over = 0;
+    assert_int_equal(sr__accum_would_accept(&a, 4, 0, SR_ACC_DENSE, &over), 0);
+    assert_int_equal(over, 1);
+    over = 0;
+    assert_int_equal(sr__accum_would_accept(&a, 4, 2, SR_ACC_DENSE, &over), 1);
+    assert_int_equal(over, 0);
+    /* Task 0 again, dense or sparse: not counted, nothing changes. */
+    assert_sr_ok(sr__accum_push_dense(&a, big, 4, 0, &out));
+    assert_int_equal(out, SR_ACC_OVER_SHARE);
+    assert_int_equal(a.count, 2);
+    assert_int_equal(a.taken, 0);
+    assert_true(((float *)a.sum)[0] == 2.0f);
+    /* A stale push is stale, not beyond its share. */
+    assert_sr_ok(sr__accum_push_dense(&a, big, 3, 0, &out));
+    assert_int_equal(out, SR_ACC_STALE);
+    assert_sr_ok(sr__accum_push_dense(&a, g, 4, 2, &out));
+    assert_int_equal(a.taken, 1);
+    assert_true(((float *)a.sum)[0] == 3.0f);
+    assert_int_equal(a.contrib[0].task_index, 0);
+    assert_int_equal(a.contrib[1].task_index, 1);
+    assert_int_equal(a.contrib[2].task_index, 2);
+    /* The next step: task 0 has a share again. */
+    sr__accum_reset(&a);
+    assert_sr_ok(sr__accum_push_dense(&a, g, 5, 0, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    sr__accum_destroy(&a);
+}
+
+/* N < R: each task gives up to ceil(R / N) gradients (R = 3, N = 2: 2). */
+static void
+test_accum_share_above_one_when_N_below_R(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const int64_t    idx[1] = {0};
+    const float      rows[1] = {1.0f};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 2, 2, 3, 0));
+    sr__accum_set_rules(&a, 2, 0);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows, 1, 0, 1, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows, 1, 0, 1, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows, 1, 0, 1, &out));
+    assert_int_equal(out, SR_ACC_OVER_SHARE);
+    assert_int_equal(a.row_count[0], 2);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows, 1, 0, 0, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    assert_int_equal(a.taken, 1);
+    assert_true(((float *)a.sum)[0] == 3.0f);
+    sr__accum_destroy(&a);
+}
+
+/* Gradients whose float sum depends on the order: 1e8 + 1 - 1e8. */
+static const float det_g[3] = {1e8f, 1.0f, -1e8f};
+
+/* Push det_g[task] from tasks in `order`; the taken sum. */
+static float
+det_dense_sum(const int order[3], int deterministic)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    float            sum;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 1, 1, 3, 0));
+    sr__accum_set_rules(&a, 1, deterministic);
+    for (int i = 0; i < 3; i++) {
+        assert_sr_ok(sr__accum_push_dense(&a, &det_g[order[i]], 0, order[i], &out));
+        assert_int_equal(out, SR_ACC_ACCEPTED);
+    }
+    assert_int_equal(a.taken, 1);
+    sum = ((float *)a.sum)[0];
+    if (deterministic) { /* contrib lists the summation order */
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(a.contrib[i].task_index, i);
+        }
+    } else {
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(a.contrib[i].task_index, order[i]);
+        }
+    }
+    sr__accum_destroy(&a);
+    return sum;
+}
+
+static void
+test_accum_deterministic_sum_is_in_task_order(void **state)
+{
+    const int in_order[3] = {0, 1, 2}, other[3] = {2, 0, 1}, third[3] = {0, 2, 1};
+    (void)state;
+
+    /* Arrival order decides the bits without the rule... */
+    float a = det_dense_sum(in_order, 0), b = det_dense_sum(third, 0);
+    assert_true(a != b); /* (1e8 + 1) - 1e8 = 0 in float32; 1e8 - 1e8 + 1 = 1 */
+    /* ...and not with it: always (g0 + g1) + g2. */
+    assert_true(det_dense_sum(other, 1) == a);
+    assert_true(det_dense_sum(third, 1) == a);
+}
+
+/* Sparse: the rows are summed in task order too, counted once per push. */
+static void
+test_accum_deterministic_sparse_in_task_order(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const int64_t    idx[2] = {1, 1}; /* one row, twice in each push */
+    const float      rows[3][2] = {{1e8f, 0}, {1.0f, 0}, {-1e8f, 0}};
+    const int        order[3] = {0, 2, 1};
+    const float     *s;
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 2, 2, 3, 0));
+    sr__accum_set_rules(&a, 1, 1);
+    for (int i = 0; i < 3; i++) {
+        const float r[2] = {rows[order[i]][0], rows[order[i]][1]};
+        assert_sr_ok(sr__accum_push_sparse(&a, idx, r, 2, 0, order[i], &out));
+        assert_int_equal(out, SR_ACC_ACCEPTED);
+        assert_int_equal(a.ntouched, i == 2 ? 1 : 0); /* summed only at the take */
+    }
+    s = a.sum;
+    assert_true(s[1] == (1e8f + 0.0f + 1.0f + 0.0f) + -1e8f);
+    assert_true(s[0] == 0.0f);
+    assert_int_equal(a.row_count[1], 3);
+    assert_int_equal(a.contrib[1].task_index, 1);
+    /* The next step reuses the kept buffers. */
+    sr__accum_reset(&a);
+    assert_sr_ok(sr__accum_push_sparse(&a, idx, rows[0], 2, 1, 2, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    sr__accum_destroy(&a);
+}
+
 int
 main(void)
 {
@@ -234,6 +382,10 @@ main(void)
         cmocka_unit_test(test_accum_mixing_dense_and_sparse_in_one_step_is_einval),
         cmocka_unit_test(test_accum_sparse_after_dense_step_starts_from_zero),
         cmocka_unit_test(test_accum_caller_sums_start_clean_and_stay_the_callers),
+        cmocka_unit_test(test_accum_task_beyond_its_share_is_not_counted),
+        cmocka_unit_test(test_accum_share_above_one_when_N_below_R),
+        cmocka_unit_test(test_accum_deterministic_sum_is_in_task_order),
+        cmocka_unit_test(test_accum_deterministic_sparse_in_task_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

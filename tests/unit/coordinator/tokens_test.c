@@ -49,12 +49,43 @@ test_tokens_unget_goes_first(void **state)
     sr__tokens_destroy(&q);
 }
 
+/* A worker that must wait for a later step's token takes the oldest one of
+ * that step and leaves the older ones, in order, to the others. */
+static void
+test_tokens_take_min_leaves_older_ones_in_order(void **state)
+{
+    sr_tokens q;
+    int64_t   v;
+    (void)state;
+
+    sr__tokens_init(&q);
+    for (int i = 0; i < 15; i++) { /* move the ring's head off 0 */
+        assert_sr_ok(sr__tokens_put(&q, 0, 1));
+        assert_int_equal(sr__tokens_take(&q, &v), 0);
+    }
+    assert_sr_ok(sr__tokens_put(&q, 3, 2));
+    assert_sr_ok(sr__tokens_put(&q, 4, 2));
+    assert_int_equal(sr__tokens_take_min(&q, 5, &v), -1);
+    assert_int_equal(q.len, 4);
+    assert_int_equal(sr__tokens_take_min(&q, 4, &v), 0);
+    assert_int_equal(v, 4);
+    assert_int_equal(sr__tokens_take_min(&q, 0, &v), 0);
+    assert_int_equal(v, 3);
+    assert_int_equal(sr__tokens_take(&q, &v), 0);
+    assert_int_equal(v, 3);
+    assert_int_equal(sr__tokens_take(&q, &v), 0);
+    assert_int_equal(v, 4);
+    assert_int_equal(sr__tokens_take(&q, &v), -1);
+    sr__tokens_destroy(&q);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokens_fifo_across_growth),
         cmocka_unit_test(test_tokens_unget_goes_first),
+        cmocka_unit_test(test_tokens_take_min_leaves_older_ones_in_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

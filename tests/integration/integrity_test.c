@@ -1,0 +1,408 @@
+/*
+ * Integrity against well-formed messages with hostile values, and R
+ * replicas as R tasks (issue 20, items 1 and 4), against a real
+ * coordinator process:
+ * - only the job's workers are admitted (task index 0..N-1, the same in
+ *   every request of a client), the client table is bounded and what a
+ *   departed client leaves is reclaimed; nothing refused stops a commit;
+ * - a step averages R gradients of R distinct tasks: with a worker dead
+ *   for good the others wait instead of filling its place;
+ * - --deterministic-sum sums each step in task order.
+ */
+#include "sr_test.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "harness.h"
+#include "store/store.h"
+#include "syncrep/syncrep.h"
+#include "wire/wire.h"
+
+/* ---- a raw peer: header-only requests with the fields a test chooses ---- */
+
+typedef struct {
+    void          *ctx, *sock;
+    uint64_t       client_id, req;
+    uint64_t       incarnation;
+    sr_wire_header rh; /* the last reply's header */
+} peer;
+
+static void
+peer_open(peer *p, const char *endpoint, uint64_t client_id)
+{
+    int zero = 0;
+    memset(p, 0, sizeof(*p));
+    p->ctx = zmq_ctx_new();
+    p->sock = zmq_socket(p->ctx, ZMQ_DEALER);
+    zmq_setsockopt(p->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    assert_int_equal(zmq_connect(p->sock, endpoint), 0);
+    p->client_id = client_id;
+}
+
+static void
+peer_close(peer *p)
+{
+    zmq_close(p->sock);
+    zmq_ctx_term(p->ctx);
+}
+
+/* Send a request of `type` as task `task` and read its reply's header
+ * (the body frames are read and dropped); the reply's status. */
+static int
+peer_ask(peer *p, int type, int task)
+{
+    sr_wire_header h;
+    uint8_t        hb[SR_WIRE_HEADER_BYTES], buf[256];
+    zmq_pollitem_t it;
+    int            more = 1;
+    size_t         sz = sizeof(more);
+
+    memset(&h, 0, sizeof(h));
+    h.type = (uint8_t)type;
+    h.request_id = ++p->req;
+    h.client_id = p->client_id;
+    h.task_index = task;
+    h.incarnation = p->incarnation;
+    sr_wire_header_encode(&h, hb);
+    assert_true(zmq_send(p->sock, hb, sizeof(hb), 0) >= 0);
+    it = (zmq_pollitem_t){p->sock, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&it, 1, 10000), 1);
+    int n = zmq_recv(p->sock, buf, sizeof(buf), 0);
+    assert_sr_ok(sr_wire_header_decode(buf, (size_t)n, &p->rh));
+    for (zmq_getsockopt(p->sock, ZMQ_RCVMORE, &more, &sz); more;
+         zmq_getsockopt(p->sock, ZMQ_RCVMORE, &more, &sz)) {
+        zmq_recv(p->sock, buf, sizeof(buf), 0);
+    }
+    assert_int_equal(p->rh.request_id, h.request_id);
+    if (type == SR_MSG_HELLO && p->rh.status == SR_OK) {
+        p->incarnation = p->rh.incarnation;
+    }
+    return p->rh.status;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* A number after `key` in a JSON text, or -1. */
+static long long
+json_num(const char *json, const char *key)
+{
+    const char *at = strstr(json, key);
+    return at != NULL ? strtoll(at + strlen(key), NULL, 10) : -1;
+}
+
+static long long
+status_num(sr_harness *h, const char *key)
+{
+    char out[16384];
+    assert_int_equal(sr_harness_status(h, out, sizeof(out)), 0);
+    return json_num(out, key);
+}
+
+/* A worker training the scalar "x" (gradient 1) until its local step
+ * reaches `until`. */
+typedef struct {
+    sr_client *c;
+    int64_t    until;
+    int        rc;
+} trainer;
+
+static void *
+train(void *arg)
+{
+    trainer     *t = arg;
+    const double g = 1.0;
+    while (t->rc == 0 && sr_client_local_step(t->c) < t->until) {
+        if ((t->rc = sr_client_push(t->c, "x", &g, sizeof(g))) == 0) {
+            t->rc = sr_client_step(t->c);
+        }
+    }
+    return NULL;
+}
+
+static void
+train_all(trainer *t, int n)
+{
+    pthread_t th[8];
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(pthread_create(&th[i], NULL, train, &t[i]), 0);
+    }
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        assert_sr_ok(t[i].rc);
+    }
+}
+
+/* Workers 0..n-1 of a model of one float64 scalar x = 0. */
+static void
+open_workers(sr_harness *h, sr_client **c, int n)
+{
+    const double x0 = 0.0;
+    for (int i = 0; i < n; i++) {
+        c[i] = sr_harness_client(h, i);
+        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    for (int i = 1; i < n; i++) {
+        assert_sr_ok(sr_client_ready(c[i]));
+    }
+}
+
+/* The step log of the store, read after the coordinator stopped. */
+static sr_store_contrib *
+read_log(const sr_harness *h, int64_t *steps, size_t *n)
+{
+    sr_store         *st;
+    sr_store_opts     o = {.readonly = 1};
+    sr_store_info     info;
+    sr_store_contrib *log = NULL;
+
+    assert_sr_ok(sr_store_open(h->store, &o, &st));
+    assert_sr_ok(sr_store_get_info(st, &info));
+    assert_sr_ok(sr_store_read_log(st, 0, info.global_step, &log, n));
+    *steps = info.global_step;
+    sr_store_close(st);
+    return log;
+}
+
+/* ---- admission ------------------------------------------------------------ */
+
+/* A HELLO with task index -1 (what tools send), one beyond the job and a
+ * client that changes its task index are refused with a clear reply, and
+ * change nothing: the workers' steps are committed as if they had not
+ * come, and the store keeps rows of the job's tasks only.  (Before: the
+ * task -1 record made every later commit fail.) */
+static void
+test_integrity_outsiders_refused_and_commits_go_on(void **state)
+{
+    sr_harness       h;
+    sr_client       *c[2];
+    trainer          t[2];
+    peer             p;
+    sr_store        *st;
+    sr_store_opts    o = {.readonly = 1};
+    sr_store_info    info;
+    sr_store_worker *w = NULL;
+    size_t           nw = 0;
+    (void)state;
+
+    sr_harness_init(&h, "admit");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "1.0", NULL);
+    open_workers(&h, c, 2);
+
+    peer_open(&p, h.endpoint, 0x7001);
+    assert_int_equal(peer_ask(&p, SR_MSG_HELLO, -1), SR_EINVAL);
+    assert_int_equal(peer_ask(&p, SR_MSG_HELLO, 2), SR_EINVAL);
+    assert_int_equal(peer_ask(&p, SR_MSG_HELLO, INT32_MAX), SR_EINVAL);
+    assert_int_equal(peer_ask(&p, SR_MSG_HELLO, 1), SR_OK);    /* a worker's index: admitted */
+    assert_int_equal(peer_ask(&p, SR_MSG_PING, 0), SR_EPROTO); /* ...and kept */
+    assert_int_equal(peer_ask(&p, SR_MSG_TOKEN, 5), SR_EPROTO);
+    assert_int_equal(peer_ask(&p, SR_MSG_BYE, 1), SR_OK);
+    peer_close(&p);
+    assert_true(sr_harness_log_count(&h, "COORD-REFUSED") >= 1);
+
+    for (int i = 0; i < 2; i++) {
+        t[i] = (trainer){c[i], 6, 0};
+    }
+    train_all(t, 2);
+    assert_true(status_num(&h, "\"committed_step\":") >= 5);
+    assert_int_equal(status_num(&h, "\"refused\":"), 5);
+    assert_int_equal(sr_harness_log_count(&h, "COORD-COMMIT-FAIL"), 0);
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+
+    assert_sr_ok(sr_store_open(h.store, &o, &st));
+    assert_sr_ok(sr_store_get_info(st, &info));
+    assert_true(info.global_step >= 5);
+    assert_sr_ok(sr_store_list_workers(st, &w, &nw));
+    assert_int_equal(nw, 2);
+    for (size_t i = 0; i < nw; i++) {
+        assert_true(w[i].task_index == 0 || w[i].task_index == 1);
+    }
+    free(w);
+    sr_store_close(st);
+    sr_harness_fini(&h);
+}
+
+/* At most --max-clients clients at once: one more is refused (SR_ELIMIT),
+ * and gets in once a client that left (BYE) is reclaimed.  Thousands of
+ * HELLOs leave no more than that behind. */
+static void
+test_integrity_client_table_bounded_and_reclaimed(void **state)
+{
+    sr_harness h;
+    peer       p[4], extra;
+    (void)state;
+
+    sr_harness_init(&h, "clients");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "1.0", "--max-clients",
+                     "4", NULL);
+    for (int i = 0; i < 4; i++) {
+        peer_open(&p[i], h.endpoint, 0x8000 + (uint64_t)i);
+        assert_int_equal(peer_ask(&p[i], SR_MSG_HELLO, i % 2), SR_OK);
+    }
+    peer_open(&extra, h.endpoint, 0x9000);
+    for (int i = 0; i < 2000; i++) { /* each HELLO a new client */
+        extra.client_id = 0x9000 + (uint64_t)i;
+        assert_int_equal(peer_ask(&extra, SR_MSG_HELLO, 1), SR_ELIMIT);
+    }
+    assert_int_equal(status_num(&h, "\"clients\":"), 4);
+    assert_int_equal(peer_ask(&p[3], SR_MSG_BYE, 1), SR_OK);
+    assert_int_equal(peer_ask(&extra, SR_MSG_HELLO, 1), SR_OK);
+    assert_int_equal(status_num(&h, "\"clients\":"), 4);
+    assert_int_equal(status_num(&h, "\"refused\":"), 2000);
+    for (int i = 0; i < 4; i++) {
+        peer_close(&p[i]);
+    }
+    peer_close(&extra);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
+/* ---- R replicas are R tasks ------------------------------------------------ */
+
+typedef struct {
+    sr_harness *h;
+    int         tasks;
+} waiting_arg;
+
+/* Every live worker has pushed beyond its share and waits for a token. */
+static int
+all_waiting(void *arg)
+{
+    waiting_arg *a = arg;
+    char         out[16384];
+    const char  *at = out;
+    int          n = 0;
+
+    if (sr_harness_status(a->h, out, sizeof(out)) != 0) {
+        return 0;
+    }
+    while ((at = strstr(at, "\"waiting_for_token\":true")) != NULL) {
+        const char *share = strstr(at, "\"beyond_share\":");
+        n += share != NULL && strtoll(share + 15, NULL, 10) > 0;
+        at++;
+    }
+    return n == a->tasks;
+}
+
+/* R = N = 3 and task 2 not there: tasks 0 and 1 take the init tokens,
+ * push again, and wait; no step is taken with one of them twice (before:
+ * a survivor's second gradient filled the missing task's place every
+ * step).  Task 2 arrives and training goes on, every step from three
+ * distinct tasks. */
+static void
+test_integrity_dead_worker_not_replaced_by_a_live_one(void **state)
+{
+    sr_harness        h;
+    sr_client        *c[3];
+    trainer           t[3];
+    pthread_t         th[2];
+    waiting_arg       wa;
+    sr_store_contrib *log;
+    size_t            n;
+    int64_t           steps;
+    (void)state;
+
+    sr_harness_init(&h, "rtasks");
+    sr_harness_start(&h, "--replicas-to-aggregate", "3", "--learning-rate", "1.0", "--step-log",
+                     NULL);
+    open_workers(&h, c, 2);
+    for (int i = 0; i < 2; i++) {
+        t[i] = (trainer){c[i], 4, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, train, &t[i]), 0);
+    }
+    wa = (waiting_arg){&h, 2};
+    assert_int_equal(sr_test_wait_until(all_waiting, &wa, 15000), 1);
+    assert_int_equal(status_num(&h, "\"global_step\":"), 0);
+
+    c[2] = sr_harness_client(&h, 2);
+    assert_sr_ok(sr_client_declare(c[2], "x", SR_FLOAT64, 0, NULL, NULL));
+    assert_sr_ok(sr_client_ready(c[2]));
+    t[2] = (trainer){c[2], 4, 0};
+    train(&t[2]);
+    assert_sr_ok(t[2].rc);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        assert_sr_ok(t[i].rc);
+    }
+    for (int i = 0; i < 3; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+
+    log = read_log(&h, &steps, &n);
+    assert_true(steps >= 3);
+    assert_int_equal(n, 3 * (size_t)steps);
+    for (size_t i = 0; i < n; i += 3) {
+        int seen = 0;
+        for (size_t k = i; k < i + 3; k++) {
+            assert_int_equal(log[k].step, log[i].step);
+            seen |= 1 << log[k].task_index;
+        }
+        assert_int_equal(seen, 7); /* tasks 0, 1 and 2 */
+    }
+    free(log);
+    sr_harness_fini(&h);
+}
+
+/* --deterministic-sum: every step's contributions are summed, and logged,
+ * in task order, whatever order they came in. */
+static void
+test_integrity_deterministic_sum_in_task_order(void **state)
+{
+    sr_harness        h;
+    sr_client        *c[3];
+    trainer           t[3];
+    sr_store_contrib *log;
+    size_t            n;
+    int64_t           steps;
+    double            x;
+    (void)state;
+
+    sr_harness_init(&h, "detsum");
+    sr_harness_start(&h, "--replicas-to-aggregate", "3", "--learning-rate", "1.0", "--step-log",
+                     "--deterministic-sum", NULL);
+    open_workers(&h, c, 3);
+    for (int i = 0; i < 3; i++) {
+        t[i] = (trainer){c[i], 8, 0};
+    }
+    train_all(t, 3);
+    char out[16384];
+    assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "\"deterministic_sum\":true"));
+    assert_sr_ok(sr_client_pull(c[0], "x", &x, sizeof(x)));
+    for (int i = 0; i < 3; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+
+    log = read_log(&h, &steps, &n);
+    assert_true(x == -(double)steps);
+    assert_int_equal(n, 3 * (size_t)steps);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(log[i].task_index, (int)(i % 3));
+        assert_int_equal(log[i].pos, (int)(i % 3));
+    }
+    free(log);
+    sr_harness_fini(&h);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_integrity_outsiders_refused_and_commits_go_on),
+        cmocka_unit_test(test_integrity_client_table_bounded_and_reclaimed),
+        cmocka_unit_test(test_integrity_dead_worker_not_replaced_by_a_live_one),
+        cmocka_unit_test(test_integrity_deterministic_sum_in_task_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
