@@ -716,7 +716,20 @@ hostile_loop(void *arg)
                       "abc",
                       5);              /* frames that are no names */
         raw_pull_many(&r, 24, nb, nl); /* 24 values, read below */
-        h->sent += 16;
+        /* Well-formed, with hostile values: task indexes outside the job
+         * (each from a new client), this client under another task's index
+         * with a gradient that would otherwise count, steps at the ends of
+         * the range. */
+        uint64_t me = r.client_id;
+        r.client_id = 0x100000 + (uint64_t)h->sent;
+        raw_send(&r, SR_MSG_HELLO, -1, 0, 0, NULL, NULL, 0);
+        raw_send(&r, SR_MSG_HELLO, INT32_MIN, 0, 0, NULL, NULL, 0);
+        raw_send(&r, SR_MSG_TOKEN, 2, 0, 0, NULL, NULL, 0);
+        r.client_id = me;
+        raw_push(&r, 0, "x", SR_FLOAT64, row, sizeof(row), 0, 0);
+        raw_push(&r, 1, "x", SR_FLOAT64, row, sizeof(row), INT64_MAX, 0);
+        raw_push(&r, 1, "x", SR_FLOAT64, row, sizeof(row), INT64_MIN, 0);
+        h->sent += 22;
         /* drain the answers so the socket never blocks */
         while (raw_recv(&r, 0) == 0) {
         }

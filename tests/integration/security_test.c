@@ -103,15 +103,25 @@ test_security_curve_admits_listed_refuses_others(void **state)
     shortk.pub[10] = '\0';
     assert_sr_err(open_client(&h, 1, server.pub, &shortk, 1500, &bad), SR_EINVAL);
 
-    /* The model saw only the listed client: one step of x -= 1. */
+    /* An authorised key is not a trusted one: a task index outside the job
+     * (N = 1) is refused like any other client's, and changes nothing. */
+    assert_sr_err(open_client(&h, 1, server.pub, &client, 5000, &bad), SR_EINVAL);
+    assert_sr_err(open_client(&h, 7, server.pub, &client, 5000, &bad), SR_EINVAL);
+    for (int round = 0; round < 2; round++) { /* the init token's round is stale */
+        assert_sr_ok(sr_client_step(c));
+        assert_sr_ok(sr_client_push(c, "x", &g, sizeof(g)));
+    }
+
+    /* The model saw only the listed client: two steps of x -= 1. */
     assert_sr_ok(sr_client_pull(c, "x", &x, sizeof(x)));
-    assert_true(x == 4.0);
+    assert_true(x == 3.0);
     sr_client_close(c);
     assert_int_equal(sr_harness_stop(&h), 0);
 
     /* Each refused peer is logged once, however often it retried. */
     assert_int_equal(sr_harness_log_count(&h, intruder.pub), 1);
     assert_true(sr_harness_log_count(&h, "COORD-AUTH-REFUSED") >= 2);
+    assert_true(sr_harness_log_count(&h, "COORD-REFUSED") >= 1);
     assert_int_equal(sr_harness_log_count(&h, "curve=on"), 1);
     sr_harness_fini(&h);
 }
