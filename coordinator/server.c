@@ -2957,7 +2957,7 @@ open_socket(coord *c)
 
 /* Two clients with one task index, the older still heard from well after
  * the newer joined: two workers were started with the same task index
- * (their pushes count as two replicas).  A restarted worker's old client
+ * (they share one task's place in each step).  A restarted worker's old client
  * falls silent instead, or says BYE.  Logged once per client. */
 static void
 check_shared_tasks(coord *c, int64_t now)
@@ -2975,8 +2975,8 @@ check_shared_tasks(coord *c, int64_t now)
                 a->shared_warned = b->shared_warned = 1;
                 SR_LOG(SR_LOG_WARN, "COORD-TASK-SHARED",
                        "task=%d clients=%016" PRIx64 ",%016" PRIx64
-                       " both active: two workers started with the same task index? Their "
-                       "pushes count as two replicas",
+                       " both active: two workers started with the same task index? They "
+                       "share one task's place in each step",
                        a->task, a->client_id, b->client_id);
             }
         }
