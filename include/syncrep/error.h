@@ -31,7 +31,7 @@ extern "C" {
     X(ECLOSED, -17, "shutting down")                                \
     X(ENONFINITE, -18, "gradient contains NaN or Inf")              \
     X(EBUSY, -19, "in use by another process")                      \
-    X(ELIMIT, -20, "over a limit of the coordinator")
+    X(ELIMIT, -21, "over a limit of the coordinator")
 
 typedef enum {
 #define SR_ERR_ENUM_(name, val, text) SR_##name = val,
