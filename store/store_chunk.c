@@ -405,6 +405,8 @@ retained_after(sr_store *st, int64_t g, int64_t *keep, size_t *nkeep, int64_t *o
  * Declare / ready
  */
 
+_Static_assert(SR_STORE_MAX_NAME == SR_NAME_MAX, "one limit for names: core/name.h");
+
 static sr_err
 check_name(sr_store *st, const char *name, const char *what)
 {
