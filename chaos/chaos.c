@@ -777,16 +777,18 @@ write_report(chaos *c, const sr_chaos_check *checks, int nchecks, int passed, in
                      c->restarts[0] + c->restarts[1] + c->restarts[2], c->resizes, c->resumes,
                      c->nrecovery, p50, mx);
     for (int i = 0; i < nchecks; i++) {
-        sr_strbuf_printf(&b, "    {\"name\": \"%s\", \"passed\": %s, \"detail\": ", checks[i].name,
-                         checks[i].passed ? "true" : "false");
+        sr_strbuf_printf(&b, "    {\"name\": ");
+        sr_strbuf_json_str(&b, checks[i].name);
+        sr_strbuf_printf(&b, ", \"passed\": %s, \"detail\": ", checks[i].passed ? "true" : "false");
         sr_strbuf_json_str(&b, checks[i].detail);
         sr_strbuf_printf(&b, "}%s\n", i + 1 < nchecks ? "," : "");
     }
     sr_strbuf_printf(&b, "  ],\n  \"events\": [");
     for (int i = 0; i < c->nev; i++) {
-        sr_strbuf_printf(
-            &b, "%s\n    {\"t\": %.3f, \"role\": \"%s\", \"task\": %d, \"what\": \"%s\"}",
-            i ? "," : "", c->ev[i].t, role_name[c->ev[i].role], c->ev[i].task, c->ev[i].what);
+        sr_strbuf_printf(&b, "%s\n    {\"t\": %.3f, \"role\": \"%s\", \"task\": %d, \"what\": ",
+                         i ? "," : "", c->ev[i].t, role_name[c->ev[i].role], c->ev[i].task);
+        sr_strbuf_json_str(&b, c->ev[i].what);
+        sr_strbuf_printf(&b, "}");
     }
     sr_strbuf_printf(&b, "\n  ]\n}\n");
     snprintf(path, sizeof(path), "%s/report.json", c->out);

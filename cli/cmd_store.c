@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/strbuf.h"
+#include "core/text.h"
 #include "store/store.h"
 
 static const char usage_text[] =
@@ -258,10 +259,10 @@ print_human(const char *path, const inspection *in)
         const sr_store_var *v = &in->vars[i];
         sr_shape_format(v->ndim, v->shape, shape, sizeof(shape));
         printf("  %-5" PRId64 " %-24s %-8s %-16s %14" PRIu64 " %-9s %8" PRId64 " %7zu  ", v->id,
-               v->name, sr_dtype_name(v->dtype), shape, v->nbytes, v->trainable ? "yes" : "no",
-               v->created_step, in->nchunks[i]);
+               SR_ESC(v->name), sr_dtype_name(v->dtype), shape, v->nbytes,
+               v->trainable ? "yes" : "no", v->created_step, in->nchunks[i]);
         for (size_t k = 0; k < in->nslots[i]; k++) {
-            printf("%s%s", k ? "," : "", in->slots[i][k]);
+            printf("%s%s", k ? "," : "", SR_ESC(in->slots[i][k]));
         }
         printf("%s\n", in->nslots[i] ? "" : "-");
     }

@@ -37,7 +37,9 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/name.h"
 #include "core/strbuf.h"
+#include "core/text.h"
 #include "store/store.h"
 #include "wire/wire.h"
 
@@ -298,7 +300,7 @@ apply_target(const coord *c, cvar *v)
     }
     vbuf *b = vbuf_new((size_t)v->meta.nbytes);
     if (b == NULL) {
-        sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes", v->meta.name, v->meta.nbytes);
+        sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes", SR_ESC(v->meta.name), v->meta.nbytes);
     }
     return b;
 }
@@ -565,14 +567,14 @@ alloc_slots(coord *c, cvar *v)
         return SR_OK;
     }
     if (c->o->optim.kind != SR_OPT_SGD && (v->s1 = calloc(1, bytes)) == NULL) {
-        return sr_fail(SR_ENOMEM, "variable %s: slot of %zu bytes", v->meta.name, bytes);
+        return sr_fail(SR_ENOMEM, "variable %s: slot of %zu bytes", SR_ESC(v->meta.name), bytes);
     }
     if (c->o->optim.kind == SR_OPT_ADAM && (v->s2 = calloc(1, bytes)) == NULL) {
-        return sr_fail(SR_ENOMEM, "variable %s: slot of %zu bytes", v->meta.name, bytes);
+        return sr_fail(SR_ENOMEM, "variable %s: slot of %zu bytes", SR_ESC(v->meta.name), bytes);
     }
     if (c->o->optim.ema) {
         if ((v->ema = malloc(bytes)) == NULL) {
-            return sr_fail(SR_ENOMEM, "variable %s: EMA of %zu bytes", v->meta.name, bytes);
+            return sr_fail(SR_ENOMEM, "variable %s: EMA of %zu bytes", SR_ESC(v->meta.name), bytes);
         }
         memcpy(v->ema, v->value, (size_t)v->meta.nbytes);
     }
@@ -590,8 +592,8 @@ load_slot(coord *c, cvar *v, const char *name, void *dst)
     }
     rc = sr_store_read_tensor(c->st, v->meta.id, name, -1, dst, (size_t)v->meta.nbytes);
     if (rc == SR_ENOENT) {
-        SR_LOG(SR_LOG_INFO, "COORD-SLOT-NEW", "variable=%s slot=%s initialised", v->meta.name,
-               name);
+        SR_LOG(SR_LOG_INFO, "COORD-SLOT-NEW", "variable=\"%s\" slot=\"%s\" initialised",
+               SR_ESC(v->meta.name), SR_ESC(name));
         return SR_OK;
     }
     return rc;
@@ -610,7 +612,7 @@ chunk_layout(coord *c, cvar *v)
     }
     v->chunk_elems = es ? cb / es : 0;
     if ((v->dirty = calloc(v->nchunks ? v->nchunks : 1, 1)) == NULL) {
-        return sr_fail(SR_ENOMEM, "variable %s: %zu chunk flags", v->meta.name, v->nchunks);
+        return sr_fail(SR_ENOMEM, "variable %s: %zu chunk flags", SR_ESC(v->meta.name), v->nchunks);
     }
     return SR_OK;
 }
@@ -655,7 +657,7 @@ wait_spare(coord *c, cvar *v)
             SR_LOG(SR_LOG_NOTICE, "COORD-SPARE-WAIT",
                    "%s: a pull of the previous value still in flight after %d ms; a third "
                    "buffer instead (no wait for %d steps)",
-                   v->meta.name, SPARE_WAIT_MS, SPARE_WAIT_OFF_STEPS);
+                   SR_ESC(v->meta.name), SPARE_WAIT_MS, SPARE_WAIT_OFF_STEPS);
             return;
         }
         sr_clock_sleep_ms(1);
@@ -678,7 +680,7 @@ acc_memory(coord *c, cvar *v)
         b = v->spare;
         v->spare = NULL;
     } else if ((b = vbuf_new((size_t)v->meta.nbytes)) == NULL) {
-        return sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes of sums", v->meta.name,
+        return sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes of sums", SR_ESC(v->meta.name),
                        v->meta.nbytes);
     }
     if (!c->o->commit_async) {
@@ -720,11 +722,12 @@ init_accums(coord *c, cvar *v)
         return sr_fail(SR_EINVAL,
                        "variable %s: %" PRIu64 " partitions (rows of %" PRIu64
                        " bytes, partitions of %" PRIu64 " bytes)",
-                       v->meta.name, nparts, v->row_elems * sr_dtype_size(v->meta.dtype),
+                       SR_ESC(v->meta.name), nparts, v->row_elems * sr_dtype_size(v->meta.dtype),
                        c->o->partition_bytes);
     }
     if ((v->acc = calloc((size_t)nparts, sizeof(*v->acc))) == NULL) {
-        return sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " accumulators", v->meta.name, nparts);
+        return sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " accumulators", SR_ESC(v->meta.name),
+                       nparts);
     }
     for (uint32_t p = 0; p < (uint32_t)nparts; p++) {
         uint64_t r0, nr;
@@ -805,7 +808,7 @@ load_model(coord *c)
     for (size_t i = 0; i < n; i++) {
         vbuf *vb = vbuf_new((size_t)metas[i].nbytes);
         if (vb == NULL) {
-            rc = sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes", metas[i].name,
+            rc = sr_fail(SR_ENOMEM, "variable %s: %" PRIu64 " bytes", SR_ESC(metas[i].name),
                          metas[i].nbytes);
             break;
         }
@@ -954,7 +957,7 @@ build_job(coord *c, int copies, commit_job **out)
                 j->held[j->nheld++] = v->vb;
             } else if (copies && (data = job_copy(j, data, (size_t)v->meta.nbytes)) == NULL) {
                 job_free(j);
-                return sr_fail(SR_ENOMEM, "commit snapshot of %s", v->meta.name);
+                return sr_fail(SR_ENOMEM, "commit snapshot of %s", SR_ESC(v->meta.name));
             }
             j->t[nt].var_id = v->meta.id;
             j->t[nt].slot = parts[p].slot;
@@ -1591,7 +1594,7 @@ fits_memory(const coord *c, const char *name, uint64_t nbytes, int trainable)
                    "variable %s: %" PRIu64 " bytes, %" PRIu64
                    " with its accumulator and optimizer state: more than this machine's memory "
                    "(%" PRIu64 " bytes)",
-                   name, nbytes, need, phys);
+                   SR_ESC(name), nbytes, need, phys);
 }
 
 /* Is b the same declaration as a (name, dtype, shape, trainability)? */
@@ -1627,14 +1630,14 @@ declare_part(coord *c, req_ctx *r, const sr_wire_vardesc *d, const sr_wire_pushd
         REPLY_ERR(r, SR_EINVAL,
                   "declare %s: a part of %zu bytes at byte %" PRIu64 " is outside its %" PRIu64
                   " bytes",
-                  d->name, len, p->offset, nbytes);
+                  SR_ESC(d->name), len, p->offset, nbytes);
         return NULL;
     }
     if (p->offset == 0 && !same) {
         pdecl_drop(c);
         if ((c->pdecl_vb = vbuf_new((size_t)nbytes)) == NULL) {
-            REPLY_ERR(r, SR_ENOMEM, "variable %s: cannot allocate %" PRIu64 " bytes", d->name,
-                      nbytes);
+            REPLY_ERR(r, SR_ENOMEM, "variable %s: cannot allocate %" PRIu64 " bytes",
+                      SR_ESC(d->name), nbytes);
             return NULL;
         }
         c->pdecl = *d;
@@ -1642,7 +1645,7 @@ declare_part(coord *c, req_ctx *r, const sr_wire_vardesc *d, const sr_wire_pushd
         REPLY_ERR(r, SR_EINVAL,
                   "declare %s: a part at byte %" PRIu64 ", but %" PRIu64
                   " bytes of its initial value have arrived (the parts go in order from byte 0)",
-                  d->name, p->offset, same ? c->pdecl_got : 0);
+                  SR_ESC(d->name), p->offset, same ? c->pdecl_got : 0);
         return NULL;
     }
     memcpy(c->pdecl_vb->data + p->offset, zmq_msg_data(&r->body[2]), len);
@@ -1704,8 +1707,12 @@ handle_declare(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EPROTO, "DECLARE: %s", sr_errdetail());
         return;
     }
+    if (sr_name_check(d.name, strlen(d.name)) != SR_OK) {
+        REPLY_ERR(r, SR_EINVAL, "declare \"%s\": %s", SR_ESC(d.name), sr_errdetail());
+        return;
+    }
     if (sr_shape_bytes(d.dtype, d.ndim, d.shape, &nbytes) != SR_OK) {
-        REPLY_ERR(r, SR_EINVAL, "DECLARE %s: %s", d.name, sr_errdetail());
+        REPLY_ERR(r, SR_EINVAL, "DECLARE %s: %s", SR_ESC(d.name), sr_errdetail());
         return;
     }
     trainable = sr_dtype_is_float(d.dtype) && !(d.flags & SR_DECLARE_NOT_TRAINABLE);
@@ -1713,11 +1720,12 @@ handle_declare(coord *c, req_ctx *r)
     if ((v = find_var(c, d.name)) != NULL) {
         describe(v->meta.dtype, v->meta.ndim, v->meta.shape, have, sizeof(have));
         if (!shape_equal(&v->meta, &d)) {
-            REPLY_ERR(r, SR_EEXIST, "variable %s exists as %s, declared as %s", d.name, have, want);
+            REPLY_ERR(r, SR_EEXIST, "variable %s exists as %s, declared as %s", SR_ESC(d.name),
+                      have, want);
             return;
         }
         if (v->meta.trainable != trainable) {
-            REPLY_ERR(r, SR_EEXIST, "variable %s exists %s, declared %s", d.name,
+            REPLY_ERR(r, SR_EEXIST, "variable %s exists %s, declared %s", SR_ESC(d.name),
                       v->meta.trainable ? "trainable" : "not trainable",
                       trainable ? "trainable" : "not trainable");
             return;
@@ -1726,14 +1734,14 @@ handle_declare(coord *c, req_ctx *r)
         return;
     }
     if (c->nvars >= SR_COORD_MAX_VARIABLES) {
-        REPLY_ERR(r, SR_EINVAL, "declare %s: the model already has %d variables, the limit", d.name,
-                  SR_COORD_MAX_VARIABLES);
+        REPLY_ERR(r, SR_EINVAL, "declare %s: the model already has %d variables, the limit",
+                  SR_ESC(d.name), SR_COORD_MAX_VARIABLES);
         return;
     }
     if (r->h.task_index != 0 || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY)) {
         REPLY_ERR(
             r, c->model_ready || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY) ? SR_ENOENT : SR_ENOTREADY,
-            "variable %s: not declared by the chief%s", d.name,
+            "variable %s: not declared by the chief%s", SR_ESC(d.name),
             c->model_ready ? "" : " (model not ready yet)");
         return;
     }
@@ -1748,12 +1756,12 @@ handle_declare(coord *c, req_ctx *r)
     } else {
         if (r->nbody == 2 && zmq_msg_size(&r->body[1]) != nbytes) {
             REPLY_ERR(r, SR_EINVAL, "variable %s %s: initial value is %zu bytes, expected %" PRIu64,
-                      d.name, want, zmq_msg_size(&r->body[1]), nbytes);
+                      SR_ESC(d.name), want, zmq_msg_size(&r->body[1]), nbytes);
             return;
         }
         if ((vb = vbuf_new((size_t)nbytes)) == NULL) {
-            REPLY_ERR(r, SR_ENOMEM, "variable %s: cannot allocate %" PRIu64 " bytes", d.name,
-                      nbytes);
+            REPLY_ERR(r, SR_ENOMEM, "variable %s: cannot allocate %" PRIu64 " bytes",
+                      SR_ESC(d.name), nbytes);
             return;
         }
         if (r->nbody == 2) {
@@ -1772,15 +1780,15 @@ handle_declare(coord *c, req_ctx *r)
     }
     if (rc != SR_OK) {
         vbuf_release(vb);
-        REPLY_ERR(r, rc, "declare %s: %s", d.name, sr_errdetail());
+        REPLY_ERR(r, rc, "declare %s: %s", SR_ESC(d.name), sr_errdetail());
         return;
     }
     if (c->pdecl_vb != NULL && strcmp(c->pdecl.name, d.name) == 0) {
         pdecl_drop(c); /* an unfinished attempt at the same variable */
     }
     SR_LOG(SR_LOG_NOTICE, "COORD-DECLARE",
-           "variable=%s type=%s bytes=%" PRIu64 " trainable=%d global_step=%" PRId64 "%s%s", d.name,
-           want, nbytes, trainable, c->global_step,
+           "variable=\"%s\" type=%s bytes=%" PRIu64 " trainable=%d global_step=%" PRId64 "%s%s",
+           SR_ESC(d.name), want, nbytes, trainable, c->global_step,
            (d.flags & SR_WIRE_DECLARE_PART) ? " (in parts)" : "",
            c->model_ready ? " (added to a ready model)" : "");
     send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
@@ -1835,12 +1843,16 @@ pull_targets(coord *c, req_ctx *r, cvar **vars)
             }
             return -1;
         }
+        if (sr_name_check(nm.name, strlen(nm.name)) != SR_OK) {
+            REPLY_ERR(r, SR_EINVAL, "pull \"%s\": %s", SR_ESC(nm.name), sr_errdetail());
+            return -1;
+        }
         if (!c->model_ready) {
-            REPLY_ERR(r, SR_ENOTREADY, "pull %s: model not ready", nm.name);
+            REPLY_ERR(r, SR_ENOTREADY, "pull %s: model not ready", SR_ESC(nm.name));
             return -1;
         }
         if ((vars[i] = find_var(c, nm.name)) == NULL) {
-            REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", nm.name);
+            REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", SR_ESC(nm.name));
             return -1;
         }
     }
@@ -1880,7 +1892,7 @@ take_pull_slots(coord *c, const req_ctx *r, cvar *const *vars, int n, pull_slot 
     int      busy = 0, got = 0;
 
     if (cl->pulls == NULL && (cl->pulls = calloc(PULLS_IN_FLIGHT, sizeof(*cl->pulls))) == NULL) {
-        REPLY_ERR(r, SR_ENOMEM, "pull %s: no memory", vars[0]->meta.name);
+        REPLY_ERR(r, SR_ENOMEM, "pull %s: no memory", SR_ESC(vars[0]->meta.name));
         return -1;
     }
     for (int i = 0; i < n; i++) {
@@ -1900,7 +1912,8 @@ take_pull_slots(coord *c, const req_ctx *r, cvar *const *vars, int n, pull_slot 
         REPLY_ERR(r, SR_EPROTO,
                   "pull %s: too many earlier pull replies to this client are still being sent "
                   "(at most %d, or %d holding over %u MiB)",
-                  vars[0]->meta.name, PULLS_IN_FLIGHT, PULLS_IN_FLIGHT_BIG, PULL_PIN_BYTES >> 20);
+                  SR_ESC(vars[0]->meta.name), PULLS_IN_FLIGHT, PULLS_IN_FLIGHT_BIG,
+                  PULL_PIN_BYTES >> 20);
         return -1;
     }
     return 0;
@@ -1990,21 +2003,25 @@ push_target(coord *c, req_ctx *r, const sr_wire_pushdesc *p)
 {
     cvar *v;
 
+    if (sr_name_check(p->name, strlen(p->name)) != SR_OK) {
+        REPLY_ERR(r, SR_EINVAL, "push \"%s\": %s", SR_ESC(p->name), sr_errdetail());
+        return NULL;
+    }
     if (!c->model_ready) {
-        REPLY_ERR(r, SR_ENOTREADY, "push %s: model not ready", p->name);
+        REPLY_ERR(r, SR_ENOTREADY, "push %s: model not ready", SR_ESC(p->name));
         return NULL;
     }
     if ((v = find_var(c, p->name)) == NULL) {
-        REPLY_ERR(r, SR_ENOENT, "push: no variable '%s'", p->name);
+        REPLY_ERR(r, SR_ENOENT, "push: no variable '%s'", SR_ESC(p->name));
         return NULL;
     }
     if (!v->has_acc) {
-        REPLY_ERR(r, SR_EINVAL, "push %s: variable is %s and not trainable", p->name,
+        REPLY_ERR(r, SR_EINVAL, "push %s: variable is %s and not trainable", SR_ESC(p->name),
                   sr_dtype_name(v->meta.dtype));
         return NULL;
     }
     if (p->dtype != v->meta.dtype) {
-        REPLY_ERR(r, SR_EINVAL, "push %s: gradient is %s, variable is %s", p->name,
+        REPLY_ERR(r, SR_EINVAL, "push %s: gradient is %s, variable is %s", SR_ESC(p->name),
                   sr_dtype_name(p->dtype), sr_dtype_name(v->meta.dtype));
         return NULL;
     }
@@ -2091,8 +2108,8 @@ handle_push(coord *c, req_ctx *r)
     uint64_t part_bytes = v->part_rows * v->row_elems * es;
     uint32_t p0 = 0, p1 = v->nparts;
     if (p.count != zmq_msg_size(&r->body[1])) {
-        REPLY_ERR(r, SR_EINVAL, "push %s: descriptor says %" PRIu64 " bytes, frame has %zu", p.name,
-                  p.count, zmq_msg_size(&r->body[1]));
+        REPLY_ERR(r, SR_EINVAL, "push %s: descriptor says %" PRIu64 " bytes, frame has %zu",
+                  SR_ESC(p.name), p.count, zmq_msg_size(&r->body[1]));
         return;
     }
     if (!(p.offset == 0 && p.count == v->meta.nbytes)) {
@@ -2107,20 +2124,20 @@ handle_push(coord *c, req_ctx *r)
             REPLY_ERR(r, SR_EINVAL,
                       "push %s: gradient is %" PRIu64 " bytes at offset %" PRIu64
                       "; the variable is %" PRIu64 " bytes in %u partition(s) of %" PRIu64 " bytes",
-                      p.name, p.count, p.offset, v->meta.nbytes, v->nparts, part_bytes);
+                      SR_ESC(p.name), p.count, p.offset, v->meta.nbytes, v->nparts, part_bytes);
             return;
         }
         p1 = p0 + 1;
     }
     const uint8_t *grad = aligned_frame(c, &r->body[1], 0);
     if (grad == NULL) {
-        REPLY_ERR(r, SR_ENOMEM, "push %s: no memory to align %zu bytes", p.name,
+        REPLY_ERR(r, SR_ENOMEM, "push %s: no memory to align %zu bytes", SR_ESC(p.name),
                   zmq_msg_size(&r->body[1]));
         return;
     }
     if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, grad, p.count / es)) {
         r->cl->errors++;
-        REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", p.name);
+        REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", SR_ESC(p.name));
         return;
     }
     int accepts = 0, took = 0, over = 0;
@@ -2128,11 +2145,11 @@ handle_push(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EINVAL,
                   "push %s: variable receives sparse gradients this step; dense "
                   "refused",
-                  p.name);
+                  SR_ESC(p.name));
         return;
     }
     if (accepts > 0 && (rc = acc_memory(c, v)) != SR_OK) {
-        REPLY_ERR(r, rc, "push %s: %s", p.name, sr_errdetail());
+        REPLY_ERR(r, rc, "push %s: %s", SR_ESC(p.name), sr_errdetail());
         return;
     }
     for (uint32_t k = p0; k < p1; k++) {
@@ -2142,11 +2159,12 @@ handle_push(coord *c, req_ctx *r)
                                   grad + (r0 - (uint64_t)p0 * v->part_rows) * v->row_elems * es,
                                   r->h.local_step, r->cl->task, &out);
         if (rc != SR_OK && k == p0) {
-            REPLY_ERR(r, rc, "push %s: %s", p.name, sr_errdetail());
+            REPLY_ERR(r, rc, "push %s: %s", SR_ESC(p.name), sr_errdetail());
             return;
         }
         if (rc != SR_OK) { /* out of memory for a sum: the partitions before it count */
-            SR_LOG(SR_LOG_ERR, "COORD-PUSH", "push %s partition %u: %s", p.name, k, sr_errdetail());
+            SR_LOG(SR_LOG_ERR, "COORD-PUSH", "push %s partition %u: %s", SR_ESC(p.name), k,
+                   sr_errdetail());
             break;
         }
         took += v->acc[k].taken && out == SR_ACC_ACCEPTED;
@@ -2216,7 +2234,7 @@ handle_push_sparse(coord *c, req_ctx *r)
         return;
     }
     if (v->meta.ndim < 1) {
-        REPLY_ERR(r, SR_EINVAL, "push_sparse %s: a scalar has no rows", p.name);
+        REPLY_ERR(r, SR_EINVAL, "push_sparse %s: a scalar has no rows", SR_ESC(p.name));
         return;
     }
     uint64_t row_bytes = v->row_elems * sr_dtype_size(v->meta.dtype);
@@ -2224,7 +2242,7 @@ handle_push_sparse(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EINVAL,
                   "push_sparse %s: offset %" PRIu64 " (sparse pushes carry row "
                   "indices; offset must be 0)",
-                  p.name, p.offset);
+                  SR_ESC(p.name), p.offset);
         return;
     }
     if (p.count > UINT64_MAX / 8 || zmq_msg_size(&r->body[1]) != p.count * 8 ||
@@ -2233,8 +2251,8 @@ handle_push_sparse(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EINVAL,
                   "push_sparse %s: %" PRIu64 " rows need %" PRIu64 " index bytes and %" PRIu64
                   " row bytes, got %zu and %zu",
-                  p.name, p.count, p.count * 8, p.count * row_bytes, zmq_msg_size(&r->body[1]),
-                  zmq_msg_size(&r->body[2]));
+                  SR_ESC(p.name), p.count, p.count * 8, p.count * row_bytes,
+                  zmq_msg_size(&r->body[1]), zmq_msg_size(&r->body[2]));
         return;
     }
     /* Indices travel little-endian, as this host stores them (a big-endian
@@ -2242,12 +2260,12 @@ handle_push_sparse(coord *c, req_ctx *r)
     const int64_t *idx = aligned_frame(c, &r->body[1], 0);
     const void    *rows = aligned_frame(c, &r->body[2], 1);
     if (idx == NULL || rows == NULL) {
-        REPLY_ERR(r, SR_ENOMEM, "push_sparse %s: no memory to align the frames", p.name);
+        REPLY_ERR(r, SR_ENOMEM, "push_sparse %s: no memory to align the frames", SR_ESC(p.name));
         return;
     }
     if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, rows, p.count * v->row_elems)) {
         r->cl->errors++;
-        REPLY_ERR(r, SR_ENONFINITE, "push_sparse %s: gradient contains NaN or Inf", p.name);
+        REPLY_ERR(r, SR_ENONFINITE, "push_sparse %s: gradient contains NaN or Inf", SR_ESC(p.name));
         return;
     }
     for (uint64_t i = 0; i < p.count; i++) {
@@ -2255,7 +2273,7 @@ handle_push_sparse(coord *c, req_ctx *r)
             REPLY_ERR(r, SR_EINVAL,
                       "push_sparse %s: sparse row index %" PRId64 " out of range [0, %" PRIu64
                       ") at %" PRIu64,
-                      p.name, idx[i], v->rows, i);
+                      SR_ESC(p.name), idx[i], v->rows, i);
             return;
         }
     }
@@ -2264,13 +2282,13 @@ handle_push_sparse(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EINVAL,
                   "push_sparse %s: variable receives dense gradients this step; "
                   "sparse refused",
-                  p.name);
+                  SR_ESC(p.name));
         return;
     }
     /* Every partition counts the push, with the rows that fall in it (maybe
      * none), as a partitioned variable's separate accumulators would. */
     if (accepts > 0 && (rc = acc_memory(c, v)) != SR_OK) {
-        REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
+        REPLY_ERR(r, rc, "push_sparse %s: %s", SR_ESC(p.name), sr_errdetail());
         return;
     }
     const int64_t  *pidx = idx;
@@ -2279,7 +2297,7 @@ handle_push_sparse(coord *c, req_ctx *r)
     const uint64_t *start = whole;
     if (v->nparts > 1 && accepts > 0) {
         if ((rc = split_sparse(c, v, idx, rows, p.count)) != SR_OK) {
-            REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
+            REPLY_ERR(r, rc, "push_sparse %s: %s", SR_ESC(p.name), sr_errdetail());
             return;
         }
         pidx = c->sp_idx;
@@ -2290,11 +2308,11 @@ handle_push_sparse(coord *c, req_ctx *r)
         rc = sr__accum_push_sparse(&v->acc[k], pidx + start[k], prows + start[k] * row_bytes,
                                    start[k + 1] - start[k], r->h.local_step, r->cl->task, &out);
         if (rc != SR_OK && k == 0) {
-            REPLY_ERR(r, rc, "push_sparse %s: %s", p.name, sr_errdetail());
+            REPLY_ERR(r, rc, "push_sparse %s: %s", SR_ESC(p.name), sr_errdetail());
             return;
         }
         if (rc != SR_OK) { /* out of memory for a sum: the partitions before it count */
-            SR_LOG(SR_LOG_ERR, "COORD-PUSH", "push_sparse %s partition %u: %s", p.name, k,
+            SR_LOG(SR_LOG_ERR, "COORD-PUSH", "push_sparse %s partition %u: %s", SR_ESC(p.name), k,
                    sr_errdetail());
             break;
         }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
+
 void
 sr_strbuf_init(sr_strbuf *b)
 {
@@ -73,15 +75,31 @@ sr_strbuf_printf(sr_strbuf *b, const char *fmt, ...)
 void
 sr_strbuf_json_str(sr_strbuf *b, const char *s)
 {
+    sr_strbuf_json_strn(b, s, s != NULL ? strlen(s) : 0);
+}
+
+/* Valid UTF-8 passes through; '"', '\\', C0 controls, DEL, C1 controls and
+ * U+2028/U+2029 (line ends to JavaScript) are escaped; a byte that is not
+ * part of valid UTF-8 becomes \ufffd, so the result is always valid JSON. */
+void
+sr_strbuf_json_strn(sr_strbuf *b, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    uint32_t             cp;
+    size_t               n;
+
     sr_strbuf_append(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            char esc[2] = {'\\', (char)*p};
+    for (size_t i = 0; i < len; i += n) {
+        if ((n = sr_utf8_decode(p + i, len - i, &cp, NULL)) == 0) {
+            sr_strbuf_append(b, "\\ufffd", 6);
+            n = 1;
+        } else if (cp == '"' || cp == '\\') {
+            char esc[2] = {'\\', (char)cp};
             sr_strbuf_append(b, esc, 2);
-        } else if (*p < 0x20) {
-            sr_strbuf_printf(b, "\\u%04x", *p);
+        } else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029) {
+            sr_strbuf_printf(b, "\\u%04x", (unsigned)cp);
         } else {
-            sr_strbuf_append(b, (const char *)p, 1);
+            sr_strbuf_append(b, (const char *)p + i, n);
         }
     }
     sr_strbuf_append(b, "\"", 1);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/text.h"
 #include "store/store_int.h"
 
 static const char *const stmt_sql[STMT_COUNT] = {
@@ -1048,7 +1049,7 @@ sr_store_find_var(sr_store *st, const char *name, sr_store_var *out)
             return SR_OK;
         }
     }
-    return sr__store_fail(st, SR_ENOENT, "%s: no variable '%s'", st->path, name);
+    return sr__store_fail(st, SR_ENOENT, "%s: no variable '%s'", st->path, SR_ESC(name));
 }
 
 sr_err

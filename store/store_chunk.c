@@ -31,6 +31,8 @@
 
 #include "core/clock.h"
 #include "core/mem.h"
+#include "core/name.h"
+#include "core/text.h"
 #include "store/store_int.h"
 
 static sr_err
@@ -403,6 +405,8 @@ retained_after(sr_store *st, int64_t g, int64_t *keep, size_t *nkeep, int64_t *o
  * Declare / ready
  */
 
+_Static_assert(SR_STORE_MAX_NAME == SR_NAME_MAX, "one limit for names: core/name.h");
+
 static sr_err
 check_name(sr_store *st, const char *name, const char *what)
 {
@@ -413,8 +417,8 @@ check_name(sr_store *st, const char *name, const char *what)
     }
     n = strlen(name);
     if (n > SR_STORE_MAX_NAME) {
-        return sr__store_fail(st, SR_EINVAL, "%s name '%.40s...' is %zu bytes (max %d)", what, name,
-                              n, SR_STORE_MAX_NAME);
+        return sr__store_fail(st, SR_EINVAL, "%s name '%s' is %zu bytes (max %d)", what,
+                              SR_ESC(name), n, SR_STORE_MAX_NAME);
     }
     return SR_OK;
 }
@@ -448,7 +452,7 @@ declare_tx(sr_store *st, const char *name, int dtype, int ndim, const int64_t *s
             sr_shape_format(e->ndim, e->shape, shp, sizeof(shp));
             return sr__store_fail(
                 st, SR_EEXIST, "%s: variable '%s' is stored as %s %s, declared as %s %s", st->path,
-                name, sr_dtype_name(e->dtype), shp, sr_dtype_name(dtype), want);
+                SR_ESC(name), sr_dtype_name(e->dtype), shp, sr_dtype_name(dtype), want);
         }
         *out_id = e->id;
         *existed = 1;
@@ -510,14 +514,18 @@ sr_store_declare(sr_store *st, const char *name, int dtype, int ndim, const int6
     if (name[0] == '\0' || out_id == NULL) {
         return sr__store_fail(st, SR_EINVAL, "sr_store_declare: empty name or NULL out_id");
     }
+    if (sr_name_check(name, strlen(name)) != SR_OK) {
+        return sr__store_fail(st, SR_EINVAL, "variable \"%s\": %s", SR_ESC(name), sr_errdetail());
+    }
     if ((rc = sr_shape_bytes(dtype, ndim, shape, &nbytes)) != SR_OK) {
-        return sr__store_fail(st, rc, "variable '%s': %s", name, sr_errdetail());
+        return sr__store_fail(st, rc, "variable '%s': %s", SR_ESC(name), sr_errdetail());
     }
     if (data != NULL && len_bytes != nbytes) {
         return sr__store_fail(st, SR_EINVAL,
                               "variable '%s': initial value is %zu bytes, "
                               "%s x shape is %llu",
-                              name, len_bytes, sr_dtype_name(dtype), (unsigned long long)nbytes);
+                              SR_ESC(name), len_bytes, sr_dtype_name(dtype),
+                              (unsigned long long)nbytes);
     }
     if ((rc = sr__store_begin_write(st)) != SR_OK) {
         return sr__store_ret(st, rc);
@@ -617,14 +625,14 @@ validate(sr_store *st, const sr_store_commit *c, int64_t g_stored)
             return sr__store_fail(st, SR_EINVAL,
                                   "commit: tensor %zu (variable '%s' slot '%s'): "
                                   "len_bytes %zu != the variable's %llu bytes",
-                                  i, v->v.name, slot_of(t), t->len_bytes,
+                                  i, SR_ESC(v->v.name), slot_of(t), t->len_bytes,
                                   (unsigned long long)v->v.nbytes);
         }
         if (t->data == NULL && t->len_bytes > 0) {
             return sr__store_fail(st, SR_EINVAL,
                                   "commit: tensor %zu (variable '%s'): data is "
                                   "NULL",
-                                  i, v->v.name);
+                                  i, SR_ESC(v->v.name));
         }
     }
     if (c->ntensors > 1) {
@@ -807,7 +815,7 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
         return sr__store_fail(st, SR_EINVAL,
                               "read '%s': buffer of %zu bytes for a %llu-byte "
                               "tensor",
-                              v->v.name, len_bytes, (unsigned long long)v->v.nbytes);
+                              SR_ESC(v->v.name), len_bytes, (unsigned long long)v->v.nbytes);
     }
     at = step == -1 ? g : step;
     if (at != g) {
@@ -824,12 +832,13 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
         return sr__store_fail(st, SR_ENOENT,
                               "%s: variable '%s' was declared at step %lld, "
                               "after %lld",
-                              st->path, v->v.name, (long long)v->v.created_step, (long long)at);
+                              st->path, SR_ESC(v->v.name), (long long)v->v.created_step,
+                              (long long)at);
     }
     t = sr__store_tensor(st, var_id, slot);
     if (t == NULL || t->created_step > at) {
         return sr__store_fail(st, SR_ENOENT, "%s: variable '%s' has no slot '%s' at step %lld",
-                              st->path, v->v.name, slot, (long long)at);
+                              st->path, SR_ESC(v->v.name), SR_ESC(slot), (long long)at);
     }
     for (uint64_t i = 0; i < v->nchunks && rc == SR_OK; i++) {
         uint64_t off = i * v->v.chunk_bytes;
@@ -850,7 +859,8 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
             rc = sr__store_fail(st, SR_ECORRUPT,
                                 "%s: variable '%s' slot '%s' step %lld: chunk "
                                 "%llu missing",
-                                st->path, v->v.name, slot, (long long)at, (unsigned long long)i);
+                                st->path, SR_ESC(v->v.name), SR_ESC(slot), (long long)at,
+                                (unsigned long long)i);
         } else if (r != SQLITE_ROW) {
             rc = sr__store_sqlerr(st, r, "read chunk version");
         } else if ((rc = blob_at(st, &blob, data_id, 0, (size_t)size)) == SR_OK) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/strbuf.h"
+#include "core/text.h"
 #include "store/store_int.h"
 
 #define MAX_LINES 200 /* report lines before "... and N more" */
@@ -117,7 +118,7 @@ check_first_version(report *rep, const store_var *v, const store_tensor *t, uint
         int64_t at = steps[k];
         if (at >= v->v.created_step && at >= t->created_step && first_step > at) {
             problem(rep, "step %lld: variable '%s' slot '%s': chunk %llu missing", (long long)at,
-                    v->v.name, t->slot, (unsigned long long)idx);
+                    SR_ESC(v->v.name), SR_ESC(t->slot), (unsigned long long)idx);
         }
     }
 }
@@ -127,11 +128,11 @@ static void
 report_gap(report *rep, const store_var *v, const store_tensor *t, uint64_t from, uint64_t to)
 {
     if (from + 1 == to) {
-        problem(rep, "variable '%s' slot '%s': chunk %llu missing", v->v.name, t->slot,
-                (unsigned long long)from);
+        problem(rep, "variable '%s' slot '%s': chunk %llu missing", SR_ESC(v->v.name),
+                SR_ESC(t->slot), (unsigned long long)from);
     } else if (from < to) {
-        problem(rep, "variable '%s' slot '%s': chunks %llu..%llu missing", v->v.name, t->slot,
-                (unsigned long long)from, (unsigned long long)(to - 1));
+        problem(rep, "variable '%s' slot '%s': chunks %llu..%llu missing", SR_ESC(v->v.name),
+                SR_ESC(t->slot), (unsigned long long)from, (unsigned long long)(to - 1));
     }
 }
 
@@ -150,8 +151,8 @@ check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *st
     int              r;
 
     if (v == NULL) {
-        problem(rep, "tensor %lld (slot '%s'): variable %lld missing", (long long)t->id, t->slot,
-                (long long)t->var_id);
+        problem(rep, "tensor %lld (slot '%s'): variable %lld missing", (long long)t->id,
+                SR_ESC(t->slot), (long long)t->var_id);
         return SR_OK;
     }
     r = sqlite3_prepare_v2(st->db,
@@ -170,8 +171,8 @@ check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *st
         const char *type = (const char *)sqlite3_column_text(s, 4);
         int64_t     len = sqlite3_column_int64(s, 5);
         if (idx < 0 || (uint64_t)idx >= v->nchunks) {
-            problem(rep, "variable '%s' slot '%s': stray chunk %lld (has %llu)", v->v.name, t->slot,
-                    (long long)idx, (unsigned long long)v->nchunks);
+            problem(rep, "variable '%s' slot '%s': stray chunk %lld (has %llu)", SR_ESC(v->v.name),
+                    SR_ESC(t->slot), (long long)idx, (unsigned long long)v->nchunks);
             continue;
         }
         if (idx != cur) {
@@ -185,28 +186,30 @@ check_tensor(sr_store *st, report *rep, const store_tensor *t, const int64_t *st
         uint64_t want = v->v.nbytes - off < v->v.chunk_bytes ? v->v.nbytes - off : v->v.chunk_bytes;
         if (sqlite3_column_type(s, 3) == SQLITE_NULL) {
             problem(rep, "variable '%s' slot '%s': chunk %lld version %lld: data %lld missing",
-                    v->v.name, t->slot, (long long)idx, (long long)step,
+                    SR_ESC(v->v.name), SR_ESC(t->slot), (long long)idx, (long long)step,
                     (long long)sqlite3_column_int64(s, 2));
             continue;
         }
         if (type == NULL || strcmp(type, "blob") != 0) {
             problem(rep, "variable '%s' slot '%s': chunk %lld version %lld is %s, not a blob",
-                    v->v.name, t->slot, (long long)idx, (long long)step, type ? type : "?");
+                    SR_ESC(v->v.name), SR_ESC(t->slot), (long long)idx, (long long)step,
+                    type ? type : "?");
             continue;
         }
         if ((uint64_t)len != want) {
             problem(rep,
                     "variable '%s' slot '%s': chunk %lld version %lld is %lld bytes, want "
                     "%llu",
-                    v->v.name, t->slot, (long long)idx, (long long)step, (long long)len,
-                    (unsigned long long)want);
+                    SR_ESC(v->v.name), SR_ESC(t->slot), (long long)idx, (long long)step,
+                    (long long)len, (unsigned long long)want);
             continue;
         }
         if (step > g) {
             problem(rep,
                     "variable '%s' slot '%s': chunk %lld has a version at step %lld, after "
                     "the global step %lld",
-                    v->v.name, t->slot, (long long)idx, (long long)step, (long long)g);
+                    SR_ESC(v->v.name), SR_ESC(t->slot), (long long)idx, (long long)step,
+                    (long long)g);
         }
     }
     sqlite3_finalize(s);
@@ -292,7 +295,7 @@ verify_tx(sr_store *st, report *rep)
     }
     for (size_t i = 0; i < st->nvars; i++) {
         if (sr__store_tensor(st, st->vars[i].v.id, "") == NULL) {
-            problem(rep, "variable '%s' has no value tensor", st->vars[i].v.name);
+            problem(rep, "variable '%s' has no value tensor", SR_ESC(st->vars[i].v.name));
         }
     }
     free(steps);

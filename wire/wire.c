@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/bytes.h"
+#include "core/name.h"
 
 /* Header field offsets (docs/protocol.md, "The header"). */
 enum {
@@ -43,6 +44,7 @@ _Static_assert(HDR_SEQ + 8 == SR_WIRE_HEADER_BYTES, "header fields must fill 56 
 
 #define MAX_TYPE SR_MSG_BYE
 
+_Static_assert(SR_WIRE_MAX_NAME == SR_NAME_MAX, "one limit for names: core/name.h");
 _Static_assert(2 + SR_WIRE_MAX_NAME + 3 + 8 * SR_MAX_NDIM <= SR_WIRE_BODY_MAX,
                "SR_WIRE_BODY_MAX must bound the largest vardesc");
 _Static_assert(HELLO_REP_BYTES <= SR_WIRE_BODY_MAX, "SR_WIRE_BODY_MAX must bound hello_rep");

@@ -36,6 +36,8 @@
 #include "core/clock.h"
 #include "core/dtype.h"
 #include "core/mem.h"
+#include "core/name.h"
+#include "core/text.h"
 #include "syncrep/syncrep.h"
 #include "wire/wire.h"
 
@@ -496,8 +498,8 @@ pend_reply(sr_client *c)
                 SR_OK) {
             count_outcome(c, rep.outcome);
         } else if (c->deferred_rc == 0) {
-            char what[300];
-            snprintf(what, sizeof(what), "push %s", c->pend[i]->name);
+            char what[SR_TEXT_ESC_CAP + 8];
+            snprintf(what, sizeof(what), "push %s", SR_ESC(c->pend[i]->name));
             c->deferred_rc = c->rh.status != SR_OK
                                  ? reply_error(c, what)
                                  : fail(c, SR_EPROTO, "%s: malformed reply", what);
@@ -656,13 +658,13 @@ batch_answer(sr_client *c, pull_batch *b, size_t i, size_t n)
     }
     if (n == 1) {
         return c->nrep != 2
-                   ? fail(c, SR_EPROTO, "pull %s: malformed reply", b->names[i])
+                   ? fail(c, SR_EPROTO, "pull %s: malformed reply", SR_ESC(b->names[i]))
                    : pull_value(c, b->names[i], b->dsts[i], b->sizes[i], &c->rep[0], &c->rep[1], 0);
     }
     if (c->nrep < 1 ||
         sr_wire_vars_hdr_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]), &vh) != SR_OK ||
         vh.nvars != n || (size_t)c->nrep != 1 + 2 * n) {
-        return fail(c, SR_EPROTO, "pull %s...: malformed reply", b->names[i]);
+        return fail(c, SR_EPROTO, "pull %s...: malformed reply", SR_ESC(b->names[i]));
     }
     for (size_t k = 0; rc == SR_OK && k < n; i++) {
         if (b->item[i].req == c->rh.request_id) {
@@ -995,7 +997,7 @@ sr_client_open(sr_client **out, const sr_client_options *opts)
             uint8_t bin[32];
             if (strlen(keys[i]) != 40 || zmq_z85_decode(bin, keys[i]) == NULL) {
                 return sr_fail(SR_EINVAL, "sr_client_open: %s is not a 40-character Z85 key",
-                               names[i]);
+                               SR_ESC(names[i]));
             }
         }
         if (!zmq_has("curve")) {
@@ -1118,7 +1120,7 @@ check_size(sr_client *c, const char *what, const char *name, uint64_t bytes)
     return fail(c, SR_EINVAL,
                 "%s %s: a message of %" PRIu64 " bytes, more than the coordinator at %s accepts "
                 "(%" PRIu64 " bytes; its --max-message-mib)",
-                what, name, bytes, c->endpoint, c->max_msg);
+                what, SR_ESC(name), bytes, c->endpoint, c->max_msg);
 }
 
 /* An initial value too big for one message, in parts of `part` bytes: each
@@ -1142,7 +1144,7 @@ declare_parts(sr_client *c, const decl *d, frame *vdf, size_t part)
         f[1] = (frame){buf, sr_wire_pushdesc_encode(&p, buf, sizeof(buf))};
         f[2] = (frame){(const uint8_t *)d->init + off, len};
         if (f[1].len == 0) {
-            return fail(c, SR_EINVAL, "declare %s: cannot encode", d->name);
+            return fail(c, SR_EINVAL, "declare %s: cannot encode", SR_ESC(d->name));
         }
         int rc = rpc(c, SR_MSG_DECLARE, 0, 0, f, 3, 0);
         if (rc != SR_OK) {
@@ -1177,7 +1179,7 @@ declare_one(sr_client *c, const decl *d, int check_only)
     f[0].data = buf;
     f[0].len = sr_wire_vardesc_encode(&vd, buf, sizeof(buf));
     if (f[0].len == 0) {
-        return fail(c, SR_EINVAL, "declare %s: cannot encode", d->name);
+        return fail(c, SR_EINVAL, "declare %s: cannot encode", SR_ESC(d->name));
     }
     if (!check_only && d->init != NULL) {
         if (part > 0 && d->nbytes > part) {
@@ -1213,18 +1215,18 @@ sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim, c
     if (c == NULL || name == NULL) {
         return sr_fail(SR_EINVAL, "sr_client_declare: NULL argument");
     }
-    if (strlen(name) == 0 || strlen(name) > SR_WIRE_MAX_NAME) {
-        return fail(c, SR_EINVAL, "declare: name must be 1..%d bytes", SR_WIRE_MAX_NAME);
+    if (sr_name_check(name, strlen(name)) != SR_OK) {
+        return fail(c, SR_EINVAL, "declare \"%s\": %s", SR_ESC(name), sr_errdetail());
     }
     if (sr_shape_bytes(dtype, ndim, shape, &nbytes) != SR_OK) {
-        return fail(c, SR_EINVAL, "declare %s: %s", name, sr_errdetail());
+        return fail(c, SR_EINVAL, "declare %s: %s", SR_ESC(name), sr_errdetail());
     }
     if (find_decl(c, name) != NULL) {
-        return fail(c, SR_EEXIST, "declare %s: already declared by this client", name);
+        return fail(c, SR_EEXIST, "declare %s: already declared by this client", SR_ESC(name));
     }
     decl *grown = sr_grow_array(c->decls, &c->cap_decls, c->ndecls + 1, sizeof(*grown));
     if (grown == NULL) {
-        return fail(c, SR_ENOMEM, "declare %s", name);
+        return fail(c, SR_ENOMEM, "declare %s", SR_ESC(name));
     }
     c->decls = grown;
     d = &c->decls[c->ndecls];
@@ -1241,7 +1243,8 @@ sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim, c
         /* Kept until the model is ready, so a restarted coordinator that lost
          * an undurable declaration can be told again. */
         if ((d->init = malloc(nbytes ? (size_t)nbytes : 1)) == NULL) {
-            return fail(c, SR_ENOMEM, "declare %s: copy of %" PRIu64 " bytes", name, nbytes);
+            return fail(c, SR_ENOMEM, "declare %s: copy of %" PRIu64 " bytes", SR_ESC(name),
+                        nbytes);
         }
         memcpy(d->init, initial_value, (size_t)nbytes);
     }
@@ -1358,13 +1361,13 @@ pull_value(sr_client *c, const char *name, void *dst, size_t dst_bytes, const zm
     if (sr_wire_vardesc_decode(zmq_msg_data((zmq_msg_t *)desc), zmq_msg_size((zmq_msg_t *)desc),
                                &vd) != SR_OK ||
         (named && strcmp(vd.name, name) != 0)) {
-        return fail(c, SR_EPROTO, "pull %s: malformed reply", name);
+        return fail(c, SR_EPROTO, "pull %s: malformed reply", SR_ESC(name));
     }
     if (n != dst_bytes) {
         char s[160];
         sr_shape_format(vd.ndim, vd.shape, s, sizeof(s));
-        return fail(c, SR_EINVAL, "pull %s: variable is %s%s = %zu bytes, buffer is %zu", name,
-                    sr_dtype_name(vd.dtype), s, n, dst_bytes);
+        return fail(c, SR_EINVAL, "pull %s: variable is %s%s = %zu bytes, buffer is %zu",
+                    SR_ESC(name), sr_dtype_name(vd.dtype), s, n, dst_bytes);
     }
     if (dst_bytes > 0) {
         memcpy(dst, zmq_msg_data((zmq_msg_t *)value), dst_bytes);
@@ -1408,8 +1411,8 @@ sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *cons
         if (names[i] == NULL || (dsts[i] == NULL && dst_bytes[i] > 0)) {
             return sr_fail(SR_EINVAL, "sr_client_pull_many: NULL argument (item %zu)", i);
         }
-        if (strlen(names[i]) == 0 || strlen(names[i]) > SR_WIRE_MAX_NAME) {
-            return fail(c, SR_EINVAL, "pull: bad variable name");
+        if (sr_name_check(names[i], strlen(names[i])) != SR_OK) {
+            return fail(c, SR_EINVAL, "pull \"%s\": %s", SR_ESC(names[i]), sr_errdetail());
         }
     }
     if (n == 0) {
@@ -1495,13 +1498,13 @@ push_common(sr_client *c, int type, const char *name, const frame *f, int nf)
         return rc;
     }
     if (c->rh.status != SR_OK) {
-        char what[300];
-        snprintf(what, sizeof(what), "push %s", name);
+        char what[SR_TEXT_ESC_CAP + 8];
+        snprintf(what, sizeof(what), "push %s", SR_ESC(name));
         return reply_error(c, what);
     }
     if (c->nrep != 1 || sr_wire_push_rep_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]),
                                                 &rep) != SR_OK) {
-        return fail(c, SR_EPROTO, "push %s: malformed reply", name);
+        return fail(c, SR_EPROTO, "push %s: malformed reply", SR_ESC(name));
     }
     count_outcome(c, rep.outcome);
     return SR_OK;
@@ -1565,20 +1568,20 @@ pend_add(sr_client *c, const char *name, const frame *desc, const void *data, si
         int           nc = c->cap_pend ? c->cap_pend * 2 : 16;
         struct pend **q = realloc(c->pend, (size_t)nc * sizeof(*q));
         if (q == NULL) {
-            return fail(c, SR_ENOMEM, "push %s", name);
+            return fail(c, SR_ENOMEM, "push %s", SR_ESC(name));
         }
         memset(q + c->cap_pend, 0, (size_t)(nc - c->cap_pend) * sizeof(*q));
         c->pend = q;
         c->cap_pend = nc;
     }
     if (c->pend[c->npend] == NULL && (c->pend[c->npend] = calloc(1, sizeof(*p))) == NULL) {
-        return fail(c, SR_ENOMEM, "push %s", name);
+        return fail(c, SR_ENOMEM, "push %s", SR_ESC(name));
     }
     p = c->pend[c->npend];
     if (p->cap < need) {
         uint8_t *b = realloc(p->buf, need);
         if (b == NULL) {
-            return fail(c, SR_ENOMEM, "push %s: copy of %zu bytes", name, need);
+            return fail(c, SR_ENOMEM, "push %s: copy of %zu bytes", SR_ESC(name), need);
         }
         p->buf = b;
         p->cap = need;
@@ -1682,7 +1685,7 @@ push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, con
         p.count = len;
         p.offset = off;
         if ((desc.len = sr_wire_pushdesc_encode(&p, buf, sizeof(buf))) == 0) {
-            rc = fail(c, SR_EINVAL, "push %s: cannot encode", name);
+            rc = fail(c, SR_EINVAL, "push %s: cannot encode", SR_ESC(name));
             break;
         }
         rc = pend_add(c, name, &desc, grad + off, len, off + len < bytes, 0);
@@ -1702,8 +1705,8 @@ push_desc(sr_client *c, const char *name, uint64_t count, uint8_t *buf, size_t c
     const decl      *d = NULL;
 
     memset(&p, 0, sizeof(p));
-    if (strlen(name) == 0 || strlen(name) > SR_WIRE_MAX_NAME) {
-        return fail(c, SR_EINVAL, "push: bad variable name");
+    if (sr_name_check(name, strlen(name)) != SR_OK) {
+        return fail(c, SR_EINVAL, "push \"%s\": %s", SR_ESC(name), sr_errdetail());
     }
     snprintf(p.name, sizeof(p.name), "%s", name);
     d = find_decl(c, name);
@@ -1714,9 +1717,9 @@ push_desc(sr_client *c, const char *name, uint64_t count, uint8_t *buf, size_t c
     f->data = buf;
     f->len = sr_wire_pushdesc_encode(&p, buf, cap);
     if (d != NULL && (d->flags & SR_DECLARE_NOT_TRAINABLE)) {
-        return fail(c, SR_EINVAL, "push %s: declared not trainable", name);
+        return fail(c, SR_EINVAL, "push %s: declared not trainable", SR_ESC(name));
     }
-    return f->len ? SR_OK : fail(c, SR_EINVAL, "push %s: cannot encode", name);
+    return f->len ? SR_OK : fail(c, SR_EINVAL, "push %s: cannot encode", SR_ESC(name));
 }
 
 int
@@ -1731,7 +1734,7 @@ sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
         return sr_fail(SR_EINVAL, "sr_client_push: NULL argument");
     }
     if (!c->ready_done) {
-        return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", name);
+        return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", SR_ESC(name));
     }
     if ((rc = push_desc(c, name, bytes, buf, sizeof(buf), &f[0], &d)) != SR_OK) {
         return rc;
@@ -1805,7 +1808,7 @@ sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const int64_
         return sr_fail(SR_EINVAL, "sr_client_push_sparse: NULL argument");
     }
     if (!c->ready_done) {
-        return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", name);
+        return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", SR_ESC(name));
     }
     if ((rc = push_desc(c, name, nrows, buf, sizeof(buf), &f[0], &d)) != SR_OK) {
         return rc;
@@ -1870,8 +1873,7 @@ sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t byt
         return sr_fail(SR_EINVAL, "sr_client_push_step: NULL client");
     }
     if (!c->ready_done) { /* before the push: nothing may stay held */
-        return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first",
-                    name != NULL ? name : "(null)");
+        return fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", SR_ESC(name));
     }
     c->hold_next = c->chain_ok;
     rc = sr_client_push(c, name, grad, bytes);

@@ -85,9 +85,16 @@ const char *sr_client_error(const sr_client *c);
  * untouched); a new variable declared later is created and logged.
  * Non-chief workers may declare too: it checks the variable exists with that
  * dtype and shape once the model is ready (initial_value may be NULL).
- * ndim 0 is a scalar; ndim <= 8.  Blocks for one round trip (one per
- * 8 MiB part of a bigger initial value, which goes in parts so that no
- * message exceeds the coordinator's limit: docs/protocol.md, DECLARE). */
+ * ndim 0 is a scalar; ndim <= 8.
+ * Names are 1..255 bytes of well-formed UTF-8 without control characters
+ * (C0, DEL, C1): "layer1.0.conv1.weight", spaces, quotes, slashes, any script
+ * and emoji are fine; a newline, an escape code or invalid UTF-8 (overlong,
+ * surrogate, above U+10FFFF, cut short) is SR_EINVAL before anything is sent,
+ * sr_client_error() saying what is wrong at which byte (the name escaped).
+ * The pulls and pushes refuse such a name the same way (docs/protocol.md,
+ * DECLARE: Names).  Blocks for one round trip (one per 8 MiB part of a
+ * bigger initial value, which goes in parts so that no message exceeds the
+ * coordinator's limit: docs/protocol.md, DECLARE). */
 int sr_client_declare(sr_client *c, const char *name, sr_dtype dtype, int ndim,
                       const int64_t *shape, const void *initial_value);
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/bytes.h"
+#include "core/name.h"
 #include "wire/wire.h"
 
 typedef struct {
@@ -316,6 +317,14 @@ data_matches_vardesc(const sr_wire_vardesc *v, const frame *data)
     return bytes == data->len;
 }
 
+/* A request's name follows the rule the coordinator checks (core/name.h):
+ * the wire codec takes any bytes but NUL, the coordinator refuses the rest. */
+static int
+name_ok(const char *name)
+{
+    return sr_name_check(name, strlen(name)) == SR_OK;
+}
+
 /* A PULL of many (SR_WIRE_F_MANY): 1..SR_WIRE_PULL_MANY_MAX names. */
 static int
 pull_many_ok(const frame *body, size_t nb)
@@ -326,7 +335,7 @@ pull_many_ok(const frame *body, size_t nb)
         return 0;
     }
     for (size_t i = 0; i < nb; i++) {
-        if (sr_wire_name_decode(body[i].p, body[i].len, &name) != SR_OK) {
+        if (sr_wire_name_decode(body[i].p, body[i].len, &name) != SR_OK || !name_ok(name.name)) {
             return 0;
         }
     }
@@ -370,7 +379,8 @@ request_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
     case SR_MSG_BYE:
         return nb == 0;
     case SR_MSG_DECLARE:
-        if (nb < 1 || sr_wire_vardesc_decode(body[0].p, body[0].len, &v) != SR_OK) {
+        if (nb < 1 || sr_wire_vardesc_decode(body[0].p, body[0].len, &v) != SR_OK ||
+            !name_ok(v.name)) {
             return 0;
         }
         if (v.flags & SR_WIRE_DECLARE_PART) { /* vardesc, pushdesc, one part */
@@ -384,12 +394,14 @@ request_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
         if (flags & SR_WIRE_F_MANY) {
             return pull_many_ok(body, nb);
         }
-        return nb == 1 && sr_wire_name_decode(body[0].p, body[0].len, &name) == SR_OK;
+        return nb == 1 && sr_wire_name_decode(body[0].p, body[0].len, &name) == SR_OK &&
+               name_ok(name.name);
     case SR_MSG_PUSH:
         return nb == 2 && sr_wire_pushdesc_decode(body[0].p, body[0].len, &p) == SR_OK &&
-               p.count == body[1].len;
+               name_ok(p.name) && p.count == body[1].len;
     case SR_MSG_PUSH_SPARSE:
-        if (nb != 3 || sr_wire_pushdesc_decode(body[0].p, body[0].len, &p) != SR_OK) {
+        if (nb != 3 || sr_wire_pushdesc_decode(body[0].p, body[0].len, &p) != SR_OK ||
+            !name_ok(p.name)) {
             return 0;
         }
         if (p.count > SIZE_MAX / 8 || body[1].len != p.count * 8) {

@@ -792,6 +792,62 @@ emit_poke(const char *fname, builder build, int k, size_t byte, uint8_t v)
     emit(fname, &m);
 }
 
+/* A DECLARE of a float32[2] named `name` (the chief's); and a PULL and a
+ * PUSH of it.  Well-formed for the codec; the coordinator takes them only
+ * when the name follows the rule (core/name.h). */
+static void
+emit_named(const char *tag, const char *name, int good)
+{
+    const int64_t   shape[1] = {2};
+    sr_wire_header  h = hdr(SR_MSG_DECLARE, 0);
+    sr_wire_vardesc v = vardesc(name, SR_FLOAT32, 1, shape);
+    uint8_t         b[SR_WIRE_BODY_MAX];
+    char            fname[256];
+    msg             m;
+
+    h.task_index = 0;
+    start(&m, &h);
+    add_vardesc(&m, &v);
+    add_f32_data(&m, 2);
+    snprintf(fname, sizeof(fname), "%s-req-declare-name-%s", good ? "valid" : "bad", tag);
+    emit(fname, &m);
+    h = hdr(SR_MSG_PULL, 0);
+    start(&m, &h);
+    size_t n = sr_wire_name_encode(name, b, sizeof(b));
+    check_encoded(n);
+    add_frame(&m, b, n);
+    snprintf(fname, sizeof(fname), "%s-req-pull-name-%s", good ? "valid" : "bad", tag);
+    emit(fname, &m);
+    h = hdr(SR_MSG_PUSH, 0);
+    h.seq = 9;
+    start(&m, &h);
+    add_pushdesc(&m, name, SR_FLOAT32, 8);
+    add_f32_data(&m, 2);
+    snprintf(fname, sizeof(fname), "%s-req-push-name-%s", good ? "valid" : "bad", tag);
+    emit(fname, &m);
+}
+
+/* Names are data: what the rule lets through and what it refuses. */
+static void
+emit_names(void)
+{
+    emit_named("pytorch", "module.encoder.layers.11.self_attn.in_proj_bias", 1);
+    emit_named("quotes", "with spaces, \"quotes\" and \\backslashes\\", 1);
+    emit_named("utf8",
+               "Gewichte/Gr\xc3\xb6\xc3\x9f"
+               "e/\xe9\x87\x8d\xe3\x81\xbf/\xf0\x9f\x94\xa5",
+               1);
+    emit_named("newline", "a\nCOORD-FAKE forged=1", 0);
+    emit_named("escape", "\x1b[31mred", 0);
+    emit_named("del", "del\x7f", 0);
+    emit_named("c1", "c1\xc2\x85", 0);
+    emit_named("ff", "ff\xff", 0);
+    emit_named("overlong", "\xc0\xaf", 0);
+    emit_named("surrogate", "\xed\xa0\x80", 0);
+    emit_named("above-10ffff", "\xf4\x90\x80\x80", 0);
+    emit_named("cut", "cut\xe9\x87", 0);
+}
+
 static void
 emit_malformed(void)
 {
@@ -871,6 +927,7 @@ main(int argc, char **argv)
         emit_garbled(seeds[i].name, &m, (uint32_t)(2 * i + 2));
     }
     emit_malformed();
+    emit_names();
     printf("gen_corpus: wrote %d files to %s\n", written, outdir);
     return failed;
 }

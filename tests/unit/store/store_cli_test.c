@@ -137,11 +137,75 @@ test_cli_store_inspect_verify_export_exit_codes_and_json(void **state)
     free(out);
 }
 
+#define PYTHON "/usr/bin/python3"
+
+/* python3's strict json.load accepts the file (skipped without python3). */
+static void
+assert_valid_json_file(const store_fixture *f, const char *path)
+{
+    char        log[700];
+    char *const argv[] = {PYTHON, "-c",
+                          "import json, sys; json.load(open(sys.argv[1], encoding='utf-8'))",
+                          (char *)path, NULL};
+
+    if (access(PYTHON, X_OK) != 0) {
+        fprintf(stderr, "%s missing: %s not validated\n", PYTHON, path);
+        return;
+    }
+    snprintf(log, sizeof(log), "%s/json.log", f->dir);
+    pid_t pid = sr_test_spawn(argv, log);
+    assert_true(pid > 0);
+    int st = sr_test_reap(pid, 30000);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* A store made before names had a rule may hold a name with a newline, an
+ * escape code, a quote and invalid UTF-8: inspect prints it escaped, --json
+ * stays valid JSON, and no raw control byte reaches the terminal. */
+static void
+test_cli_store_inspect_old_bad_name_escaped_valid_json(void **state)
+{
+    store_fixture *f = *state;
+    char          *out = NULL, path[700];
+    int64_t        id;
+    sqlite3       *db;
+
+    if (access(syncrep_bin(), X_OK) != 0) {
+        skip();
+    }
+    sr_store_close(make_store(f->path, &id));
+    /* "x\n\x1b[31m\"q\\\xff\xc0\xaf": behind syncrep's back, as an old
+     * version could have stored it. */
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE variable SET name = CAST(X'780a1b5b33316d22715cffc0af' "
+                                  "AS TEXT) WHERE name = 'layer/w'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+
+    assert_int_equal(run_cli(f, &out, "inspect", f->path, "--json", NULL, NULL), 0);
+    assert_non_null(strstr(out, "\"name\":\"x\\u000a\\u001b[31m\\\"q\\\\\\ufffd\\ufffd\\ufffd\""));
+    assert_null(strchr(out, '\x1b'));
+    free(out);
+    snprintf(path, sizeof(path), "%s/out.txt", f->dir);
+    assert_valid_json_file(f, path);
+
+    assert_int_equal(run_cli(f, &out, "inspect", f->path, NULL, NULL, NULL), 0);
+    assert_non_null(strstr(out, "x\\x0a\\x1b[31m\\\"q\\\\\\xff\\xc0\\xaf"));
+    assert_null(strchr(out, '\x1b'));
+    assert_null(strchr(out, '\xff'));
+    free(out);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_cli_store_inspect_verify_export_exit_codes_and_json,
+                                        store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_store_inspect_old_bad_name_escaped_valid_json,
                                         store_fixture_setup, store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -246,6 +246,12 @@ test_store_declare_same_is_existing_other_is_eexist(void **state)
     longname[sizeof(longname) - 1] = '\0';
     assert_sr_err(sr_store_declare(st, longname, SR_FLOAT32, 2, s23, 1, NULL, 0, &id2, NULL),
                   SR_EINVAL);
+    /* Names are UTF-8 without control characters (core/name.h). */
+    assert_sr_err(sr_store_declare(st, "a\nb", SR_FLOAT32, 2, s23, 1, NULL, 0, &id2, NULL),
+                  SR_EINVAL);
+    assert_non_null(strstr(sr_errdetail(), "0x0a at byte 1"));
+    assert_sr_err(sr_store_declare(st, "bad\xff", SR_FLOAT32, 2, s23, 1, NULL, 0, &id2, NULL),
+                  SR_EINVAL);
     sr_store_info info;
     assert_sr_ok(sr_store_get_info(st, &info));
     assert_int_equal(info.nvariables, 1);
