@@ -1896,7 +1896,7 @@ raw_declare(raw *r, int task, const char *name)
     raw_send(r, SR_MSG_DECLARE, task, 0, 0, db, dl, 1);
 }
 
-/* A PULL of one name, or (many) of "x" and then `name`. */
+/* A PULL of one name, or (many) of "x" and then `name`, from task 0. */
 static void
 raw_pull_name(raw *r, const char *name, int many)
 {
@@ -1904,7 +1904,7 @@ raw_pull_name(raw *r, const char *name, int many)
     const void *f[3] = {hb, n1, n2};
     size_t      len[3];
 
-    len[0] = raw_hdr(r, hb, SR_MSG_PULL, many ? SR_WIRE_F_MANY : 0, 0, 0);
+    len[0] = raw_hdr_task(r, hb, SR_MSG_PULL, 0, many ? SR_WIRE_F_MANY : 0, 0, 0); /* as task 0 */
     len[1] = sr_wire_name_encode(many ? "x" : name, n1, sizeof(n1));
     len[2] = sr_wire_name_encode(name, n2, sizeof(n2));
     assert_true(len[1] > 0 && len[2] > 0);
@@ -2107,7 +2107,7 @@ test_protocol_names_are_data(void **state)
     assert_non_null(strstr(out, "\"old\\u000a\\u001b[31m\\ufffd\\ufffd\\ufffd\""));
     /* It cannot be pulled by its name (no such name can be sent). */
     raw_open(&r, h.endpoint, 0x4e4f);
-    raw_hello(&r, 1);
+    raw_hello(&r, 0);
     raw_pull_name(&r, "old\n\x1b[31m\xff\xc0\xaf", 0);
     expect_bad_name(&r);
     raw_close(&r);
