@@ -629,6 +629,46 @@ rep_token_vars(msg *m)
     add_vars(m, 13);
 }
 
+/* Well-formed requests with hostile values (issue 20): the decoders take
+ * them; the coordinator refuses them at admission (integrity_test). */
+static void
+req_hello_task_minus_one(msg *m)
+{
+    sr_wire_header h = hdr(SR_MSG_HELLO, 0);
+    h.incarnation = 0;
+    h.task_index = -1;
+    start(m, &h);
+}
+
+static void
+req_hello_task_int_max(msg *m)
+{
+    sr_wire_header h = hdr(SR_MSG_HELLO, 0);
+    h.incarnation = 0;
+    h.task_index = INT32_MAX;
+    start(m, &h);
+}
+
+static void
+req_token_task_int_min(msg *m)
+{
+    sr_wire_header h = hdr(SR_MSG_TOKEN, 0);
+    h.task_index = INT32_MIN;
+    start(m, &h);
+}
+
+static void
+req_push_hostile_steps(msg *m)
+{
+    sr_wire_header h = hdr(SR_MSG_PUSH, 0);
+    h.local_step = INT64_MIN;
+    h.seq = UINT64_MAX;
+    h.request_id = UINT64_MAX;
+    start(m, &h);
+    add_pushdesc(m, "dense/kernel", SR_FLOAT32, 24);
+    add_f32_data(m, 6);
+}
+
 static const struct {
     const char *name;
     builder     build;
@@ -674,6 +714,10 @@ static const struct {
     {"req-pull-many", req_pull_many},
     {"rep-pull-many", rep_pull_many},
     {"rep-token-vars", rep_token_vars},
+    {"req-hello-task-minus-one", req_hello_task_minus_one},
+    {"req-hello-task-int-max", req_hello_task_int_max},
+    {"req-token-task-int-min", req_token_task_int_min},
+    {"req-push-hostile-steps", req_push_hostile_steps},
 };
 #define NSEEDS (sizeof(seeds) / sizeof(seeds[0]))
 
