@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,7 @@ typedef struct {
     sr_client *c;
     int64_t    until;
     int        rc;
+    int        task; /* train_mixed's gradient depends on it */
 } trainer;
 
 static void *
@@ -207,7 +209,7 @@ test_integrity_outsiders_refused_and_commits_go_on(void **state)
     assert_true(sr_harness_log_count(&h, "COORD-REFUSED") >= 1);
 
     for (int i = 0; i < 2; i++) {
-        t[i] = (trainer){c[i], 6, 0};
+        t[i] = (trainer){.c = c[i], .until = 6};
     }
     train_all(t, 2);
     assert_true(status_num(&h, "\"committed_step\":") >= 5);
@@ -316,7 +318,7 @@ test_integrity_dead_worker_not_replaced_by_a_live_one(void **state)
                      NULL);
     open_workers(&h, c, 2);
     for (int i = 0; i < 2; i++) {
-        t[i] = (trainer){c[i], 4, 0};
+        t[i] = (trainer){.c = c[i], .until = 4};
         assert_int_equal(pthread_create(&th[i], NULL, train, &t[i]), 0);
     }
     wa = (waiting_arg){&h, 2};
@@ -326,7 +328,7 @@ test_integrity_dead_worker_not_replaced_by_a_live_one(void **state)
     c[2] = sr_harness_client(&h, 2);
     assert_sr_ok(sr_client_declare(c[2], "x", SR_FLOAT64, 0, NULL, NULL));
     assert_sr_ok(sr_client_ready(c[2]));
-    t[2] = (trainer){c[2], 4, 0};
+    t[2] = (trainer){.c = c[2], .until = 4};
     train(&t[2]);
     assert_sr_ok(t[2].rc);
     for (int i = 0; i < 2; i++) {
@@ -372,7 +374,7 @@ test_integrity_deterministic_sum_in_task_order(void **state)
                      "--deterministic-sum", NULL);
     open_workers(&h, c, 3);
     for (int i = 0; i < 3; i++) {
-        t[i] = (trainer){c[i], 8, 0};
+        t[i] = (trainer){.c = c[i], .until = 8};
     }
     train_all(t, 3);
     char out[16384];
@@ -395,6 +397,70 @@ test_integrity_deterministic_sum_in_task_order(void **state)
     sr_harness_fini(&h);
 }
 
+/* A worker whose gradient depends on its task and on the value it pulled,
+ * with bits that make the sum's order matter: (g0 + 1e16) - 1e16 is 0,
+ * (1e16 - 1e16) + g0 is g0. */
+static void *
+train_mixed(void *arg)
+{
+    trainer *t = arg;
+    int      task = t->task;
+    double   x;
+
+    while (t->rc == 0 && sr_client_local_step(t->c) < t->until) {
+        if ((t->rc = sr_client_pull(t->c, "x", &x, sizeof(x))) != 0) {
+            break;
+        }
+        const double g = task == 1 ? 1e16 : task == 2 ? -1e16 : x / 3.0 + 0.1;
+        if ((t->rc = sr_client_push(t->c, "x", &g, sizeof(g))) == 0) {
+            t->rc = sr_client_step(t->c);
+        }
+    }
+    return NULL;
+}
+
+/* One job of 3 workers for 12 steps from x = 0, --init-tokens 0 (no wasted
+ * round: each step takes exactly the gradients of its value); x at the end. */
+static double
+reproducible_run(const char *tag)
+{
+    sr_harness h;
+    sr_client *c[3];
+    trainer    t[3];
+    pthread_t  th[3];
+    double     x;
+
+    sr_harness_init(&h, tag);
+    sr_harness_start(&h, "--replicas-to-aggregate", "3", "--learning-rate", "0.5", "--init-tokens",
+                     "0", "--deterministic-sum", NULL);
+    open_workers(&h, c, 3);
+    for (int i = 0; i < 3; i++) {
+        t[i] = (trainer){.c = c[i], .until = 12, .task = i};
+        assert_int_equal(pthread_create(&th[i], NULL, train_mixed, &t[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        assert_sr_ok(t[i].rc);
+    }
+    assert_sr_ok(sr_client_pull(c[0], "x", &x, sizeof(x)));
+    for (int i = 0; i < 3; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+    return x;
+}
+
+/* Two runs of the same job with --init-tokens 0 --deterministic-sum end on
+ * the same bits, whatever the arrival order of each step's gradients. */
+static void
+test_integrity_deterministic_runs_are_bit_identical(void **state)
+{
+    (void)state;
+    double a = reproducible_run("repro1"), b = reproducible_run("repro2");
+    assert_memory_equal(&a, &b, sizeof(a));
+}
+
 int
 main(void)
 {
@@ -403,6 +469,7 @@ main(void)
         cmocka_unit_test(test_integrity_client_table_bounded_and_reclaimed),
         cmocka_unit_test(test_integrity_dead_worker_not_replaced_by_a_live_one),
         cmocka_unit_test(test_integrity_deterministic_sum_in_task_order),
+        cmocka_unit_test(test_integrity_deterministic_runs_are_bit_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
