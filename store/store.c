@@ -43,10 +43,11 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_CKPT_PRUNE] = "DELETE FROM checkpoint WHERE step < ?1",
     [STMT_CHUNK_VERSIONS] = "SELECT step, data_id FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
                             " ORDER BY step",
-    [STMT_CHUNK_RESTEP] = "UPDATE chunk SET step = ?1 WHERE tensor_id = ?2 AND idx = ?3"
-                          " AND step = ?4",
-    [STMT_CHUNK_INSERT] = "INSERT INTO chunk(tensor_id, idx, step, data_id)"
-                          " VALUES (?1, ?2, ?3, ?4)",
+    [STMT_CHUNK_RESTEP] = "UPDATE chunk SET step = ?1, sum = ?5 WHERE tensor_id = ?2"
+                          " AND idx = ?3 AND step = ?4",
+    [STMT_CHUNK_INSERT] = "INSERT INTO chunk(tensor_id, idx, step, data_id, sum)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5)",
+    [STMT_CHUNK_SUM] = "UPDATE chunk SET sum = ?4 WHERE tensor_id = ?1 AND idx = ?2 AND step = ?3",
     [STMT_DATA_INSERT] = "INSERT INTO chunk_data(data) VALUES (zeroblob(?1))",
     /* A version older than the oldest retained step m is needed only if it
      * is the newest version <= m of its chunk; every version >= m is at a
@@ -54,7 +55,7 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_VERSION_PRUNE] = "DELETE FROM chunk WHERE step < ?1 AND EXISTS (SELECT 1 FROM chunk"
                            " AS n WHERE n.tensor_id = chunk.tensor_id AND n.idx = chunk.idx"
                            " AND n.step > chunk.step AND n.step <= ?1)",
-    [STMT_CHUNK_AT] = "SELECT data_id FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
+    [STMT_CHUNK_AT] = "SELECT data_id, step, sum FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
                       " AND step <= ?3 ORDER BY step DESC LIMIT 1",
     [STMT_WORKER_UPSERT] = "INSERT INTO worker(task_index, local_step, last_seen_ms, incarnation)"
                            " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(task_index) DO UPDATE SET"
@@ -752,12 +753,15 @@ store_free(sr_store *st)
     free(st->pend);
     free(st->keep);
     free(st->keys);
+    free(st->sumbuf);
     free(st->path);
     free(st);
 }
 
-sr_err
-sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out)
+/* sr_store_open; `marked` = 1: a read-write handle keeps the store's mark
+ * (store_mark.c); an export's copy does not. */
+static sr_err
+store_open(const char *path, const sr_store_opts *opts, int marked, sr_store **out)
 {
     sr_store *st = NULL;
     sr_err    rc;
@@ -773,6 +777,7 @@ sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out)
     if ((rc = fill_opts(opts, &st->opts)) != SR_OK) {
         goto fail;
     }
+    st->marked = marked && !st->opts.readonly;
     if ((st->keep = calloc((size_t)st->opts.keep_checkpoints, sizeof(*st->keep))) == NULL) {
         rc = sr_fail(SR_ENOMEM, "sr_store_open: keep_checkpoints %d", st->opts.keep_checkpoints);
         goto fail;
@@ -807,6 +812,12 @@ fail:
         sr__store_unlink_all(path);
     }
     return rc;
+}
+
+sr_err
+sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out)
+{
+    return store_open(path, opts, 1, out);
 }
 
 void
@@ -1431,6 +1442,23 @@ export_copy(sr_store *st, const char *out_path)
     return rc;
 }
 
+/* The chunk versions of an export's copy at its global step, against
+ * their sums. */
+static sr_err
+check_copy_sums(sr_store *copy)
+{
+    int64_t g = 0;
+    sr_err  rc;
+
+    if ((rc = sr__store_begin_read(copy)) != SR_OK) {
+        return rc;
+    }
+    if ((rc = sr__store_meta_i64(copy, "global_step", &g)) == SR_OK) {
+        rc = sr__store_check_sums(copy, g);
+    }
+    return sr__store_end(copy, rc);
+}
+
 sr_err
 sr_store_export(sr_store *st, const char *out_path, int64_t step)
 {
@@ -1480,19 +1508,23 @@ sr_store_export(sr_store *st, const char *out_path, int64_t step)
     if ((rc = export_copy(st, out_path)) != SR_OK) {
         goto fail;
     }
-    if (step >= 0 && step != g) {
-        memset(&o, 0, sizeof(o));
-        o.sync = SR_STORE_SYNC_FULL;
-        o.skip_quick_check = 1;
-        o.keep_checkpoints = st->opts.keep_checkpoints;
-        if ((rc = sr_store_open(out_path, &o, &copy)) != SR_OK ||
-            (rc = sr_store_rewind(copy, step)) != SR_OK) {
-            sr__store_ret(st, rc);
-            goto fail;
-        }
-        sr_store_close(copy);
-        copy = NULL;
+    memset(&o, 0, sizeof(o));
+    o.sync = SR_STORE_SYNC_FULL;
+    o.skip_quick_check = 1;
+    o.keep_checkpoints = st->opts.keep_checkpoints;
+    /* What leaves the store is the exported step: its chunk versions in the
+     * copy are checked against their sums (by the rewind, when there is
+     * one).  Older retained steps travel with their sums and are checked
+     * when read from the copy, so an intact step can be exported from a
+     * store where another one is corrupt. */
+    if ((rc = store_open(out_path, &o, 0, &copy)) != SR_OK ||
+        (step >= 0 && step != g ? (rc = sr_store_rewind(copy, step))
+                                : (rc = check_copy_sums(copy))) != SR_OK) {
+        sr__store_ret(st, rc);
+        goto fail;
     }
+    sr_store_close(copy);
+    copy = NULL;
     if ((rc = sr__store_sync_dir(out_path)) != SR_OK) {
         sr__store_ret(st, rc);
         goto fail;

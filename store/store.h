@@ -24,7 +24,7 @@
 
 typedef struct sr_store sr_store;
 
-#define SR_STORE_SCHEMA_VERSION      2 /* PRAGMA user_version of this build */
+#define SR_STORE_SCHEMA_VERSION      3 /* PRAGMA user_version of this build */
 #define SR_STORE_DEFAULT_CHUNK_BYTES (4u << 20)
 #define SR_STORE_MAX_NAME            255 /* bytes in a variable or slot name */
 
@@ -257,6 +257,13 @@ sr_err sr_store_export(sr_store *st, const char *out_path, int64_t step);
  * one line per problem into report (malloc'd, caller frees; "" if clean).
  * Returns SR_OK when clean, SR_ECORRUPT when a problem was found. */
 sr_err sr_store_verify(sr_store *st, char **report);
+
+/* Added (schema 3): the retained steps whose every chunk (of every tensor
+ * that existed then) is present and matches its checksum, ascending: the
+ * steps a coordinator can still restore.  Reads every chunk version once.
+ * *steps malloc'd (caller frees), *n set.  SR_OK even when some are not
+ * intact (sr_store_verify says why). */
+sr_err sr_store_intact_steps(sr_store *st, int64_t **steps, size_t *n);
 
 /* Process-wide counts of the WAL writes of every store connection: the
  * writes SQLite made, the writes that reached the file once the syncrep

@@ -60,11 +60,12 @@ typedef enum {
     STMT_CKPT_PUT,       /* ?1 step, ?2 created_ms */
     STMT_CKPT_PRUNE,     /* drop checkpoints < ?1 */
     STMT_CHUNK_VERSIONS, /* ?1 tensor, ?2 idx -> (step, data_id) ascending */
-    STMT_CHUNK_RESTEP,   /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step */
-    STMT_CHUNK_INSERT,   /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id */
+    STMT_CHUNK_RESTEP,   /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step, ?5 sum */
+    STMT_CHUNK_INSERT,   /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id, ?5 sum */
+    STMT_CHUNK_SUM,      /* rewrite in place: ?1 tensor, ?2 idx, ?3 step, ?4 sum */
     STMT_DATA_INSERT,    /* zeroblob(?1) -> rowid */
     STMT_VERSION_PRUNE,  /* drop versions no retained step >= ?1 needs */
-    STMT_CHUNK_AT,       /* ?1 tensor, ?2 idx, ?3 step -> newest data_id <= step */
+    STMT_CHUNK_AT,       /* ?1 tensor, ?2 idx, ?3 step -> newest (data_id, step, sum) <= step */
     STMT_WORKER_UPSERT,
     STMT_LOG_PUT,
     STMT_COUNT
@@ -100,6 +101,7 @@ struct sr_store {
     char          errmsg[1024];     /* last failure text ("" if none) */
     sr_err        sticky;           /* != SR_OK: state in doubt, refuse all */
     int           in_write;         /* the open transaction is BEGIN IMMEDIATE */
+    int           marked;           /* read-write and keeps PATH-mark (store_mark.c) */
     store_ckpt   *ckpt;             /* background checkpoint; NULL if none */
 
     /* Variable/tensor cache, sorted by id and (var_id, slot).  Dropped after
@@ -121,6 +123,7 @@ struct sr_store {
     int64_t      usable; /* page size less reserved bytes (0: unknown, read-only) */
     void        *keys;   /* duplicate-tensor check, keys_cap bytes */
     size_t       keys_cap;
+    uint8_t     *sumbuf; /* 1 MiB for streamed checksums (store_sum.c); NULL until used */
 };
 
 /* --- store.c --------------------------------------------------------- */
@@ -197,6 +200,30 @@ sr_err sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_i
                               const uint8_t *dirty, int64_t g, const int64_t *keep, size_t nkeep);
 /* Write the queued chunk bytes (and empty the queue). */
 sr_err sr__store_write_bytes(sr_store *st);
+/* Point *blob at chunk_data row `data_id` (opening or moving the handle),
+ * checking that it is `size` bytes (else SR_ECORRUPT). */
+sr_err sr__store_blob_at(sr_store *st, sqlite3_blob **blob, int64_t data_id, int writable,
+                         size_t size);
+
+/* --- store_sum.c ----------------------------------------------------- */
+
+/* XXH3_64bits of len bytes at p: a chunk version's checksum (chunk.sum). */
+uint64_t sr__store_sum(const void *p, size_t len);
+/* The checksum of len zero bytes (a zeroblob version), streamed (SR_ENOMEM
+ * if the hash state cannot be allocated). */
+sr_err sr__store_sum_zeros(size_t len, uint64_t *out);
+/* The checksum of the `size` bytes of chunk_data row data_id, read through
+ * *blob 1 MiB at a time. */
+sr_err sr__store_blob_sum(sr_store *st, sqlite3_blob **blob, int64_t data_id, size_t size,
+                          uint64_t *out);
+/* SR_ECORRUPT "variable V slot S step AT: chunk I (version of step VER)
+ * fails its checksum (stored, computed)". */
+sr_err sr__store_sum_mismatch(sr_store *st, const store_var *v, const store_tensor *t, uint64_t idx,
+                              int64_t at, int64_t version, uint64_t stored, uint64_t computed);
+/* Check the bytes of every chunk version that step `step` reads (step >= 0),
+ * or of every version (step == -1), against their sums; the first bad one is
+ * SR_ECORRUPT (as sr__store_sum_mismatch).  Inside a transaction. */
+sr_err sr__store_check_sums(sr_store *st, int64_t step);
 
 /* --- store_verify.c -------------------------------------------------- */
 

@@ -11,29 +11,32 @@
  *
  * Schema versions (PRAGMA user_version) and the migrations between them:
  *
- *     empty (0) --migrate_0_1--> 1 --migrate_1_2--> 2 --migrate_2_3 (future)--> ...
+ *     empty (0) --migrate_0_1--> 1 --migrate_1_2--> 2 --migrate_2_3--> 3 --(future)--> ...
  *
  *   state      user_version  contents                          who moves it
- *   empty      0             0-byte file we created / found     migrate_0_1
+ *   empty      0             0-byte file we created             migrate_0_1
  *   v1         1             the tables of schema_v1 below      migrate_1_2
- *   v2         2             step_log gains `part` (partitions)  (current)
- *   newer      > N           refused: SR_EVERSION, nothing written
+ *   v2         2             step_log gains `part` (partitions)  migrate_2_3
+ *   v3         3             chunk.sum, meta store_id, rollback  (current)
+ *   newer      N+1..1000     refused: SR_EVERSION, nothing written
+ *   absurd     > 1000, < 0   a damaged header: SR_ECORRUPT
  *
- * Each migration k -> k+1 runs in its own BEGIN IMMEDIATE transaction that
- * also sets user_version = k+1, so a crash leaves version k or k+1, never a
- * half-migrated file.  Invariant on exit of sr__store_setup (read-write):
- * user_version == SR_STORE_SCHEMA_VERSION, journal_mode == WAL.
- * See docs/store.md.
+ * Each migration k -> k+1 also sets user_version = k+1; all pending ones run
+ * in one BEGIN IMMEDIATE transaction, so a crash or a failure leaves the
+ * version the file had, never a half-migrated file.  Invariant on exit of sr__store_setup
+ * (read-write): user_version == SR_STORE_SCHEMA_VERSION, journal_mode == WAL. See docs/store.md.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/mem.h"
 #include "store/store_int.h"
 
 typedef struct {
@@ -151,9 +154,132 @@ migrate_1_2(sr_store *st)
                               "ALTER TABLE step_log2 RENAME TO step_log;");
 }
 
+/* A random 63-bit id naming this store (meta 'store_id'): the mark beside
+ * the store (store_mark.c) says which store it belongs to. */
+static int64_t
+random_store_id(void)
+{
+    uint64_t v = 0;
+
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
+        /* No entropy source: the clock and the pid, mixed (splitmix64). */
+        v = (uint64_t)sr_clock_now_ns() ^ ((uint64_t)getpid() << 32);
+        v += 0x9e3779b97f4a7c15ull;
+        v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+        v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+        v ^= v >> 31;
+    }
+    v &= (uint64_t)INT64_MAX;
+    return v != 0 ? (int64_t)v : 1;
+}
+
+/* One chunk version of a schema-2 store, to be given its checksum. */
+typedef struct {
+    int64_t tensor_id, idx, step, data_id, len;
+} old_version;
+
+static sr_err
+collect_versions(sr_store *st, old_version **out, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    old_version  *a = NULL;
+    size_t        cnt = 0, cap = 0;
+    int           r;
+
+    r = sqlite3_prepare_v2(st->db,
+                           "SELECT c.tensor_id, c.idx, c.step, c.data_id,"
+                           " length(CAST(d.data AS BLOB)) FROM chunk c"
+                           " JOIN chunk_data d ON d.id = c.data_id",
+                           -1, &s, NULL);
+    if (r != SQLITE_OK) {
+        return sr__store_sqlerr(st, r, "read chunk versions");
+    }
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+        old_version *p = cnt < cap ? a : sr_grow_array(a, &cap, cnt + 1, sizeof(*a));
+        if (p == NULL) {
+            sqlite3_finalize(s);
+            free(a);
+            return sr__store_fail(st, SR_ENOMEM, "%zu chunk versions", cnt + 1);
+        }
+        a = p;
+        a[cnt++] = (old_version){sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),
+                                 sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3),
+                                 sqlite3_column_int64(s, 4)};
+    }
+    sqlite3_finalize(s);
+    if (r != SQLITE_DONE) {
+        free(a);
+        return sr__store_sqlerr(st, r, "read chunk versions");
+    }
+    *out = a;
+    *n = cnt;
+    return SR_OK;
+}
+
+/* Every existing chunk version gets the checksum of the bytes it holds (the
+ * migration reads every blob once).  A version whose data row is missing or
+ * whose pages SQLite finds damaged keeps no sum: every read of it and verify
+ * report that ("has no checksum"), and the open does not fail on a blob that
+ * only some retained step needs (an earlier migration step may already have
+ * committed: a refusal here would not leave the file as it was anyway). */
+static sr_err
+sum_versions(sr_store *st)
+{
+    old_version  *a = NULL;
+    size_t        n = 0;
+    sqlite3_blob *blob = NULL;
+    sqlite3_stmt *s;
+    sr_err        rc;
+
+    if ((rc = collect_versions(st, &a, &n)) != SR_OK) {
+        return rc;
+    }
+    for (size_t i = 0; i < n && rc == SR_OK; i++) {
+        uint64_t sum = 0;
+        if ((rc = sr__store_blob_sum(st, &blob, a[i].data_id, (size_t)a[i].len, &sum)) ==
+            SR_ECORRUPT) {
+            rc = SR_OK;
+            continue;
+        }
+        if (rc != SR_OK || (rc = sr__store_stmt(st, STMT_CHUNK_SUM, &s)) != SR_OK) {
+            break;
+        }
+        sqlite3_bind_int64(s, 1, a[i].tensor_id);
+        sqlite3_bind_int64(s, 2, a[i].idx);
+        sqlite3_bind_int64(s, 3, a[i].step);
+        sqlite3_bind_int64(s, 4, (sqlite3_int64)sum);
+        rc = sr__store_run(st, s, "write chunk checksum");
+    }
+    sqlite3_blob_close(blob);
+    free(a);
+    return rc;
+}
+
+/* Schema 3: chunk versions carry checksums (store_sum.c), the store has an
+ * id (for its mark, store_mark.c), and accepted rollbacks are recorded. */
+static sr_err
+migrate_2_3(sr_store *st)
+{
+    sr_err rc;
+
+    if ((rc = sr__store_exec(st, "ALTER TABLE chunk ADD COLUMN sum INTEGER;"
+                                 "CREATE TABLE rollback("
+                                 " id INTEGER PRIMARY KEY,"
+                                 " incarnation INTEGER NOT NULL,"
+                                 " from_step INTEGER NOT NULL,"
+                                 " to_step INTEGER NOT NULL,"
+                                 " at_ms INTEGER NOT NULL,"
+                                 " cause TEXT NOT NULL DEFAULT '');")) != SR_OK ||
+        (rc = sr__store_meta_set_i64(st, "store_id", random_store_id())) != SR_OK) {
+        return rc;
+    }
+    return sum_versions(st);
+}
+
 static const migration migrations[] = {
     {0, "create the schema", migrate_0_1},
     {1, "step log partitions", migrate_1_2},
+    {2, "chunk checksums, store id, rollbacks", migrate_2_3},
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SR_STORE_SCHEMA_VERSION,
@@ -380,30 +506,15 @@ quick_check(sr_store *st)
     return SR_OK;
 }
 
+/* Run migrations[v], v+1, ... up to this build's version, inside the
+ * caller's write transaction. */
 static sr_err
-migrate(sr_store *st)
+migrate_from(sr_store *st, int64_t v)
 {
-    int64_t v = 0;
-    sr_err  rc;
-    char    sql[64];
+    sr_err rc = SR_OK;
+    char   sql[64];
 
-    for (;;) {
-        if ((rc = sr__store_begin_write(st)) != SR_OK) {
-            return rc;
-        }
-        /* Read inside the write lock: another process may have migrated. */
-        if ((rc = sr__store_query_i64(st, "PRAGMA user_version", &v)) != SR_OK) {
-            return sr__store_end(st, rc);
-        }
-        if (v >= SR_STORE_SCHEMA_VERSION) {
-            return sr__store_end(st, v == SR_STORE_SCHEMA_VERSION
-                                         ? SR_OK
-                                         : sr__store_fail(st, SR_EVERSION,
-                                                          "%s: schema version %lld is newer than "
-                                                          "this build's %d",
-                                                          st->path, (long long)v,
-                                                          SR_STORE_SCHEMA_VERSION));
-        }
+    for (; v < SR_STORE_SCHEMA_VERSION && rc == SR_OK; v++) {
         SR_ASSERT(migrations[v].from == v);
         rc = migrations[v].fn(st);
         if (rc == SR_OK) {
@@ -417,10 +528,33 @@ migrate(sr_store *st)
                     (long long)(v + 1), migrations[v].what, keep);
             sr__store_ret(st, rc);
         }
-        if ((rc = sr__store_end(st, rc)) != SR_OK) {
-            return rc;
-        }
     }
+    return rc;
+}
+
+/* Every pending migration in one BEGIN IMMEDIATE transaction: a crash or a
+ * failure in any step leaves the version the file had (a refused open
+ * changes nothing, even when a later step finds a damaged page). */
+static sr_err
+migrate(sr_store *st)
+{
+    int64_t v = 0;
+    sr_err  rc;
+
+    if ((rc = sr__store_begin_write(st)) != SR_OK) {
+        return rc;
+    }
+    /* Read inside the write lock: another process may have migrated. */
+    if ((rc = sr__store_query_i64(st, "PRAGMA user_version", &v)) != SR_OK) {
+        return sr__store_end(st, rc);
+    }
+    if (v > SR_STORE_SCHEMA_VERSION) {
+        return sr__store_end(st, sr__store_fail(st, SR_EVERSION,
+                                                "%s: schema version %lld is newer than this "
+                                                "build's %d",
+                                                st->path, (long long)v, SR_STORE_SCHEMA_VERSION));
+    }
+    return sr__store_end(st, migrate_from(st, v));
 }
 
 static sr_err

@@ -159,6 +159,8 @@ test_schema_v1_step_log_migrates_with_part_0(void **state)
                       "INSERT INTO old SELECT step, var_id, pos, task_index, local_step"
                       " FROM step_log;"
                       "DROP TABLE step_log; ALTER TABLE old RENAME TO step_log;"
+                      "ALTER TABLE chunk DROP COLUMN sum; DROP TABLE rollback;"
+                      "DELETE FROM meta WHERE key = 'store_id';"
                       "PRAGMA user_version = 1;");
     assert_sr_err(sr_store_open(f->path, &ro, &st), SR_ENOTSUP);
     assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), 1);
@@ -175,7 +177,7 @@ test_schema_v1_step_log_migrates_with_part_0(void **state)
     }
     free(log);
     sr_store_close(st);
-    assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), 2);
+    assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), SR_STORE_SCHEMA_VERSION);
 }
 
 static void
