@@ -746,6 +746,7 @@ store_free(sr_store *st)
         st->stmt[i] = NULL;
     }
     sr__store_ckpt_stop(st);
+    sr__store_mark_close(st);
     sqlite3_close_v2(st->db);
     st->db = NULL;
     sr__store_cache_drop(st);
@@ -756,6 +757,24 @@ store_free(sr_store *st)
     free(st->sumbuf);
     free(st->path);
     free(st);
+}
+
+/* After a refused rollback: an empty -wal and a -shm that SQLite created
+ * while looking at the store go again, so its files are as they were (a
+ * read-write open: the coordinator holds PATH-lock, nobody else is in). */
+static void
+remove_new_companions(const char *path, int64_t had_wal, int had_shm)
+{
+    char        p[4096 + 8];
+    struct stat sb;
+
+    if (had_wal < 0 && snprintf(p, sizeof(p), "%s-wal", path) < (int)sizeof(p) &&
+        stat(p, &sb) == 0 && sb.st_size == 0) {
+        unlink(p);
+    }
+    if (!had_shm && snprintf(p, sizeof(p), "%s-shm", path) < (int)sizeof(p)) {
+        unlink(p);
+    }
 }
 
 /* sr_store_open; `marked` = 1: a read-write handle keeps the store's mark
@@ -778,6 +797,9 @@ store_open(const char *path, const sr_store_opts *opts, int marked, sr_store **o
         goto fail;
     }
     st->marked = marked && !st->opts.readonly;
+    st->mark_fd = -1;
+    st->mark.step = -1;
+    st->rb.mark_step = -1;
     if ((st->keep = calloc((size_t)st->opts.keep_checkpoints, sizeof(*st->keep))) == NULL) {
         rc = sr_fail(SR_ENOMEM, "sr_store_open: keep_checkpoints %d", st->opts.keep_checkpoints);
         goto fail;
@@ -800,6 +822,10 @@ store_open(const char *path, const sr_store_opts *opts, int marked, sr_store **o
     if ((rc = sr__store_setup(st, empty)) != SR_OK) {
         goto fail;
     }
+    st->created = created;
+    if (st->marked && (rc = sr__store_mark_open(st)) != SR_OK) {
+        goto fail;
+    }
     if (created && (rc = sr__store_sync_dir(path)) != SR_OK) {
         goto fail;
     }
@@ -807,7 +833,17 @@ store_open(const char *path, const sr_store_opts *opts, int marked, sr_store **o
     *out = st;
     return SR_OK;
 fail:
+    /* A refused store keeps its -wal as found (SQLite would otherwise copy
+     * what it could replay into the file and delete the rest on close). */
+    if (st->db != NULL) {
+        sqlite3_db_config(st->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    }
+    int64_t had_wal = st->wal_size_at_open;
+    int     had_shm = st->shm_at_open;
     store_free(st);
+    if (!created && rc == SR_EROLLBACK) {
+        remove_new_companions(path, had_wal, had_shm);
+    }
     if (created) {
         sr__store_unlink_all(path);
     }
@@ -871,6 +907,31 @@ record_incarnation(sr_store *st, int64_t inc)
     return rc;
 }
 
+/* The accepted rollback of this handle's open, as incarnation inc's. */
+static sr_err
+record_rollback(sr_store *st, int64_t inc)
+{
+    sqlite3_stmt *s = NULL;
+    sr_err        rc;
+    int           r;
+
+    r = sqlite3_prepare_v2(st->db,
+                           "INSERT INTO rollback(incarnation, from_step, to_step, at_ms, cause)"
+                           " VALUES (?1, ?2, ?3, ?4, ?5)",
+                           -1, &s, NULL);
+    if (r != SQLITE_OK) {
+        return sr__store_sqlerr(st, r, "record rollback");
+    }
+    sqlite3_bind_int64(s, 1, inc);
+    sqlite3_bind_int64(s, 2, st->rb.mark_step);
+    sqlite3_bind_int64(s, 3, st->rb.store_step);
+    sqlite3_bind_int64(s, 4, sr_clock_wall_ms());
+    sqlite3_bind_text(s, 5, st->rb.cause, -1, SQLITE_STATIC);
+    rc = sr__store_run(st, s, "record rollback");
+    sqlite3_finalize(s);
+    return rc;
+}
+
 sr_err
 sr_store_new_incarnation(sr_store *st, uint64_t *out)
 {
@@ -898,8 +959,19 @@ sr_store_new_incarnation(sr_store *st, uint64_t *out)
     if (rc == SR_OK) {
         rc = record_incarnation(st, inc);
     }
+    int recording = st->rb.accepted && !st->rb.recorded;
+    if (rc == SR_OK && recording) {
+        rc = record_rollback(st, inc);
+    }
     if ((rc = sr__store_end(st, rc)) != SR_OK) {
         return sr__store_ret(st, rc);
+    }
+    if (recording) {
+        /* The loss is on record: the mark now vouches for the store as it is. */
+        st->rb.recorded = 1;
+        sr__store_mark_reset(st, st->rb.store_step, st->rb.store_ready, (uint64_t)inc);
+    } else {
+        sr__store_mark_reset(st, st->mark.step, st->mark.ready, (uint64_t)inc);
     }
     *out = (uint64_t)inc;
     return SR_OK;
@@ -1286,6 +1358,36 @@ sr_store_list_rewinds(sr_store *st, sr_store_rewind_rec **out, size_t *n)
 {
     return collect_tx(st, "SELECT incarnation, from_step, to_step, at_ms FROM rewind ORDER BY id",
                       NULL, 0, sizeof(**out), rewind_row, (void **)out, n);
+}
+
+static void
+rollback_row(sqlite3_stmt *s, void *rec)
+{
+    sr_store_rollback_rec *r = rec;
+    const char            *c = (const char *)sqlite3_column_text(s, 4);
+    r->incarnation = (uint64_t)sqlite3_column_int64(s, 0);
+    r->from_step = sqlite3_column_int64(s, 1);
+    r->to_step = sqlite3_column_int64(s, 2);
+    r->at_ms = sqlite3_column_int64(s, 3);
+    snprintf(r->cause, sizeof(r->cause), "%s", c != NULL ? c : "");
+}
+
+sr_err
+sr_store_list_rollbacks(sr_store *st, sr_store_rollback_rec **out, size_t *n)
+{
+    return collect_tx(st,
+                      "SELECT incarnation, from_step, to_step, at_ms, cause FROM rollback"
+                      " ORDER BY id",
+                      NULL, 0, sizeof(**out), rollback_row, (void **)out, n);
+}
+
+uint64_t
+sr__store_wal_bytes(const sr_store *st)
+{
+    int64_t frames = sr__store_ckpt_wal_frames(st);
+
+    /* The WAL's 32-byte header, then frames of a 24-byte header + a page. */
+    return frames > 0 ? 32u + (uint64_t)frames * (24u + (uint64_t)st->page_size) : 0;
 }
 
 /* Incarnations: records and their config strings in one block, so that a

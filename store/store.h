@@ -57,7 +57,39 @@ typedef struct {
                                       stall of that commit); 0 = a thread of the store
                                       does it while commits go on (docs/store.md,
                                       "Checkpoints") */
+    int accept_rollback;           /* added (schema 3): a read-write open of a store that
+                                      is behind its mark (PATH-mark: a lost or damaged
+                                      -wal, an older copy, a missing store) proceeds
+                                      instead of failing with SR_EROLLBACK; the next
+                                      sr_store_new_incarnation records the loss (table
+                                      `rollback`) and resets the mark (docs/store.md,
+                                      "The mark") */
 } sr_store_opts;
+
+/* What the store's mark (PATH-mark) was found to be by sr_store_open. */
+typedef enum {
+    SR_STORE_MARK_OK = 0,      /* present, readable, this store's */
+    SR_STORE_MARK_MISSING = 1, /* no PATH-mark (a store older than marks, or deleted) */
+    SR_STORE_MARK_DAMAGED = 2, /* neither slot readable (bad magic or checksum) */
+    SR_STORE_MARK_FOREIGN = 3, /* another store's (store id differs): replaced */
+} sr_store_mark_state;
+
+/* The store against its mark, as sr_store_open found them.  A read-write
+ * open refuses a store that is behind (SR_EROLLBACK) unless accept_rollback;
+ * a read-only open only reports it here (sr_store_verify reports it too). */
+typedef struct {
+    int state;                 /* sr_store_mark_state */
+    int behind;                /* 1: store step < mark step, the ready model lost, or
+                                  the store file missing while a mark exists */
+    int      accepted;         /* 1: opened with accept_rollback while behind */
+    int      recorded;         /* 1: sr_store_new_incarnation recorded it */
+    int64_t  store_step;       /* the store's global step at open */
+    int      store_ready;      /* its model_ready at open */
+    int64_t  nvariables;       /* its variables at open */
+    int64_t  mark_step;        /* the step the mark says was committed; -1 if none */
+    uint64_t mark_incarnation; /* the incarnation that wrote the mark */
+    char     cause[256];       /* what was found: "the -wal is missing", ... */
+} sr_store_rollback;
 
 /* What the store says about itself. */
 typedef struct {
@@ -133,10 +165,13 @@ typedef struct {
 /* Open (create if opts->create) the store at `path`: WAL, synchronous per
  * opts, busy timeout, schema check and migration, quick_check.  Refuses with
  * a clear error naming the file and modifies nothing for: a file that is not
- * a syncrep store (SR_ECORRUPT), a corrupt file (SR_ECORRUPT), a schema newer
- * than this build (SR_EVERSION), a missing file without create (SR_ENOENT), a
- * location that cannot be written (SR_EACCES).  New files are mode 0600.
- * *out is written only on success. */
+ * a syncrep store, an empty (0-byte) file we did not create, a damaged header
+ * (SQLite magic, application_id, an absurd user_version) or a corrupt file
+ * (SR_ECORRUPT), a schema newer than this build (SR_EVERSION), a missing
+ * file without create (SR_ENOENT), a location that cannot be written
+ * (SR_EACCES), and, read-write, a store behind its mark (SR_EROLLBACK, see
+ * accept_rollback).  New files are mode 0600; a read-write handle keeps
+ * PATH-mark (0600) beside the store.  *out is written only on success. */
 sr_err sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out);
 
 /* Close; NULL is fine.  Never fails visibly (a failed checkpoint of the WAL
@@ -155,7 +190,9 @@ const char *sr_store_errmsg(const sr_store *st);
 
 /* Start a new coordinator incarnation: increment and return it, durably.
  * Also records it (see sr_store_list_incarnations) with the current global
- * step as its restored step. */
+ * step as its restored step.  On a handle opened with accept_rollback while
+ * the store was behind its mark, the same transaction records the rollback
+ * (sr_store_list_rollbacks) and the mark is then reset to the store. */
 sr_err sr_store_new_incarnation(sr_store *st, uint64_t *out);
 
 /* Added: one coordinator incarnation as recorded by sr_store_new_incarnation. */
@@ -241,6 +278,23 @@ typedef struct {
     int64_t  at_ms; /* wall clock */
 } sr_store_rewind_rec;
 sr_err sr_store_list_rewinds(sr_store *st, sr_store_rewind_rec **out, size_t *n);
+
+/* Added (schema 3): what sr_store_open found about the store's mark (a copy;
+ * never fails on a valid handle). */
+sr_err sr_store_get_rollback(sr_store *st, sr_store_rollback *out);
+
+/* Added (schema 3): an accepted rollback, recorded by the incarnation that
+ * started on it.  `cause` is what the open found (static text inside the
+ * same allocation is not used: fixed-size). */
+typedef struct {
+    uint64_t incarnation;
+    int64_t  from_step; /* the mark's step: what had been committed */
+    int64_t  to_step;   /* the store's step the incarnation started from */
+    int64_t  at_ms;     /* wall clock */
+    char     cause[256];
+} sr_store_rollback_rec;
+/* Every recorded rollback, oldest first.  *out malloc'd (caller frees). */
+sr_err sr_store_list_rollbacks(sr_store *st, sr_store_rollback_rec **out, size_t *n);
 
 /* Step log rows with from <= step < to, ordered by (step, var_id, pos).
  * *out malloc'd. */

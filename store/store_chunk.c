@@ -575,7 +575,10 @@ sr_store_set_ready(sr_store *st)
             rc = checkpoint_and_prune(st, g, oldest);
         }
     }
-    return sr__store_ret(st, sr__store_end(st, rc));
+    if ((rc = sr__store_end(st, rc)) == SR_OK) {
+        sr__store_mark_committed(st, g, 1, sr__store_wal_bytes(st));
+    }
+    return sr__store_ret(st, rc);
 }
 
 /* ---------------------------------------------------------------------------
@@ -794,6 +797,11 @@ sr_store_commit_step(sr_store *st, const sr_store_commit *c)
     rc = sr__store_end(st, rc);
     if (rc == SR_OK && new_tensors) {
         sr__store_cache_drop(st);
+    }
+    if (rc == SR_OK) {
+        /* After COMMIT returned: the mark never claims more than the store
+         * holds (store_mark.c). */
+        sr__store_mark_committed(st, c->global_step, 0, sr__store_wal_bytes(st));
     }
     return sr__store_ret(st, rc);
 }
@@ -1029,5 +1037,9 @@ sr_store_rewind(sr_store *st, int64_t step)
     rc = rewind_tx(st, step);
     rc = sr__store_end(st, rc);
     sr__store_cache_drop(st);
+    if (rc == SR_OK) {
+        /* The one legitimate way back: the mark follows it. */
+        sr__store_mark_reset(st, step, st->mark.ready, st->mark.incarnation);
+    }
     return sr__store_ret(st, rc);
 }

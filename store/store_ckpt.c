@@ -297,6 +297,12 @@ sr__store_ckpt_stop(sr_store *st)
     st->ckpt = NULL;
 }
 
+int64_t
+sr__store_ckpt_wal_frames(const sr_store *st)
+{
+    return st->ckpt != NULL ? st->ckpt->last_frame : 0;
+}
+
 void
 sr_store_get_ckpt_stats(sr_store *st, sr_store_ckpt_stats *out)
 {

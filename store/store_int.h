@@ -18,6 +18,9 @@
 #define SR_STORE_FORMAT "syncrep-store"
 /* New files get this page size (set before the first table exists). */
 #define SR_STORE_PAGE_SIZE 65536
+/* The largest user_version read as a newer build's schema; above it (or
+ * negative) the header is damaged. */
+#define SR_STORE_MAX_SCHEMA_VERSION 1000
 /* Default sr_store_opts.wal_checkpoint_bytes. */
 #define SR_STORE_DEFAULT_WAL_BYTES ((int64_t)512 << 20)
 /* Largest chunk: SQLite's blob limit is 1e9 bytes; keep well below it. */
@@ -39,6 +42,8 @@ int sr__store_vfs_init(void);
 typedef struct store_ckpt store_ckpt;
 sr_err                    sr__store_ckpt_setup(sr_store *st, int64_t page_size);
 void                      sr__store_ckpt_stop(sr_store *st);
+/* The frames the WAL held after the handle's last commit (0: none known). */
+int64_t sr__store_ckpt_wal_frames(const sr_store *st);
 
 /* Cached statements.  Prepared once (SQLITE_PREPARE_PERSISTENT) on first use
  * and reused: the commit loop never calls sqlite3_prepare. */
@@ -93,6 +98,16 @@ typedef struct {
     int64_t created_step; /* first step it was written at */
 } store_tensor;
 
+/* The mark record (store_mark.c). */
+typedef struct {
+    uint64_t seq;         /* newer record = larger seq; slot seq % 2 */
+    int64_t  store_id;    /* meta 'store_id' of the store it belongs to */
+    int64_t  step;        /* the committed step it vouches for */
+    uint64_t incarnation; /* the incarnation that wrote it */
+    uint64_t wal_bytes;   /* the -wal's length after that commit (0: checkpointed) */
+    int      ready;       /* the model was marked ready */
+} store_mark;
+
 struct sr_store {
     sqlite3      *db;
     char         *path;             /* as given to sr_store_open */
@@ -102,6 +117,7 @@ struct sr_store {
     sr_err        sticky;           /* != SR_OK: state in doubt, refuse all */
     int           in_write;         /* the open transaction is BEGIN IMMEDIATE */
     int           marked;           /* read-write and keeps PATH-mark (store_mark.c) */
+    int           created;          /* this open created the file (a new store) */
     store_ckpt   *ckpt;             /* background checkpoint; NULL if none */
 
     /* Variable/tensor cache, sorted by id and (var_id, slot).  Dropped after
@@ -124,6 +140,14 @@ struct sr_store {
     void        *keys;   /* duplicate-tensor check, keys_cap bytes */
     size_t       keys_cap;
     uint8_t     *sumbuf; /* 1 MiB for streamed checksums (store_sum.c); NULL until used */
+    int64_t      page_size;
+
+    /* The mark (store_mark.c). */
+    int               mark_fd;          /* PATH-mark, read-write handles; -1 if none */
+    store_mark        mark;             /* the record last written or read */
+    sr_store_rollback rb;               /* what the open found */
+    int64_t           wal_size_at_open; /* PATH-wal's size before SQLite opened it; -1 none */
+    int               shm_at_open;      /* PATH-shm existed before SQLite opened the store */
 };
 
 /* --- store.c --------------------------------------------------------- */
@@ -224,6 +248,29 @@ sr_err sr__store_sum_mismatch(sr_store *st, const store_var *v, const store_tens
  * or of every version (step == -1), against their sums; the first bad one is
  * SR_ECORRUPT (as sr__store_sum_mismatch).  Inside a transaction. */
 sr_err sr__store_check_sums(sr_store *st, int64_t step);
+
+/* --- store_mark.c ---------------------------------------------------- */
+
+/* Read PATH-mark: *state SR_STORE_MARK_OK (into *out), _MISSING or _DAMAGED.
+ * Fails only when the file exists and cannot be read. */
+sr_err sr__store_mark_read(const char *path, store_mark *out, int *state);
+/* Precheck, the store file missing and to be created: a valid mark means a
+ * store was lost here: SR_EROLLBACK unless accept_rollback. */
+sr_err sr__store_mark_precheck_missing(sr_store *st);
+/* After identity and quick_check, before any write: the mark (read first)
+ * against the store; fills st->rb; read-write and behind: SR_EROLLBACK
+ * unless accept_rollback.  `empty`: a new store. */
+sr_err sr__store_mark_check(sr_store *st, int empty);
+/* Read-write handles, after the migrations: open (create) PATH-mark and
+ * write a fresh record if it was missing, unreadable or another store's. */
+sr_err sr__store_mark_open(sr_store *st);
+void   sr__store_mark_close(sr_store *st);
+/* After a successful COMMIT: the mark vouches for max(mark, step). */
+void sr__store_mark_committed(sr_store *st, int64_t step, int ready, uint64_t wal_bytes);
+/* After a rewind or an accepted rollback: the mark becomes exactly this. */
+void sr__store_mark_reset(sr_store *st, int64_t step, int ready, uint64_t incarnation);
+/* The -wal's expected length after the last commit (for the mark). */
+uint64_t sr__store_wal_bytes(const sr_store *st);
 
 /* --- store_verify.c -------------------------------------------------- */
 

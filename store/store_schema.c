@@ -338,6 +338,40 @@ create_file(sr_store *st, int *created)
     return SR_OK;
 }
 
+/* The user_version a file carries (in its raw header or through SQLite):
+ * ours or older is fine, a small number above ours a newer build's
+ * (SR_EVERSION), anything else a damaged header (SR_ECORRUPT). */
+static sr_err
+check_version(sr_store *st, int64_t v, const char *where)
+{
+    if (v < 0 || v > SR_STORE_MAX_SCHEMA_VERSION) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "%s: damaged header (%s): user_version %lld is not a schema "
+                              "version (this build's is %d)",
+                              st->path, where, (long long)v, SR_STORE_SCHEMA_VERSION);
+    }
+    if (v > SR_STORE_SCHEMA_VERSION) {
+        return sr__store_fail(st, SR_EVERSION,
+                              "%s: schema version %lld is newer than this build's %d", st->path,
+                              (long long)v, SR_STORE_SCHEMA_VERSION);
+    }
+    return SR_OK;
+}
+
+/* PATH-wal's size before SQLite opens (and may create or replay) it: what
+ * a rollback message says about the -wal (store_mark.c). */
+static void
+record_wal_size(sr_store *st)
+{
+    char        wal[4096 + 8];
+    struct stat sb;
+
+    snprintf(wal, sizeof(wal), "%s-wal", st->path);
+    st->wal_size_at_open = stat(wal, &sb) == 0 ? (int64_t)sb.st_size : -1;
+    snprintf(wal, sizeof(wal), "%s-shm", st->path);
+    st->shm_at_open = stat(wal, &sb) == 0;
+}
+
 sr_err
 sr__store_precheck(sr_store *st, int *created, int *empty)
 {
@@ -350,6 +384,7 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
 
     *created = 0;
     *empty = 0;
+    record_wal_size(st);
     if (stat(st->path, &sb) != 0) {
         int e = errno;
         if (e != ENOENT) {
@@ -359,6 +394,10 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
         if (!st->opts.create) {
             return sr__store_fail(st, SR_ENOENT, "%s: no such store%s", st->path,
                                   st->opts.readonly ? "" : " (create not requested)");
+        }
+        /* Before creating anything: did a store live here? */
+        if ((rc = sr__store_mark_precheck_missing(st)) != SR_OK) {
+            return rc;
         }
         if ((rc = create_file(st, created)) != SR_OK) {
             return rc;
@@ -389,15 +428,27 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
         return rc;
     }
     if (n == 0) {
-        if (!st->opts.create) {
-            return sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (empty file)",
-                                  st->path);
+        /* Only a file this open created is a new store: an empty file found
+         * at the path may be a store that lost its contents, and making a
+         * new one there would hide that. */
+        if (!*created) {
+            return sr__store_fail(st, SR_ECORRUPT,
+                                  "not a syncrep store: %s (empty file, 0 bytes%s)", st->path,
+                                  st->opts.create ? "; remove it to create a new store there" : "");
         }
         *empty = 1;
         return SR_OK;
     }
-    if (n < (ssize_t)sizeof(hdr) || memcmp(hdr, magic, sizeof(magic)) != 0) {
-        return sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (not an SQLite database)",
+    if (n < (ssize_t)sizeof(hdr)) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "not a syncrep store: %s (not an SQLite database: %zd bytes, "
+                              "shorter than its 100-byte header)",
+                              st->path, n);
+    }
+    if (memcmp(hdr, magic, sizeof(magic)) != 0) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "not a syncrep store: %s (not an SQLite database: the header's "
+                              "magic string at offset 0 is wrong)",
                               st->path);
     }
     if (be32(hdr + 68) != SR_STORE_APP_ID) {
@@ -406,10 +457,8 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
                               "want 0x%08x)",
                               st->path, be32(hdr + 68), SR_STORE_APP_ID);
     }
-    if (be32(hdr + 60) > SR_STORE_SCHEMA_VERSION) {
-        return sr__store_fail(st, SR_EVERSION,
-                              "%s: schema version %u is newer than this build's %d", st->path,
-                              be32(hdr + 60), SR_STORE_SCHEMA_VERSION);
+    if ((rc = check_version(st, (int32_t)be32(hdr + 60), "header")) != SR_OK) {
+        return rc;
     }
     /* Text encoding (offset 56): syncrep writes UTF-8 only, and its text
      * handling (configs, names, the tensor cache's order) assumes it. */
@@ -440,10 +489,8 @@ check_identity(sr_store *st, int64_t *version)
     if ((rc = sr__store_query_i64(st, "PRAGMA user_version", version)) != SR_OK) {
         return rc;
     }
-    if (*version > SR_STORE_SCHEMA_VERSION) {
-        return sr__store_fail(st, SR_EVERSION,
-                              "%s: schema version %lld is newer than this build's %d", st->path,
-                              (long long)*version, SR_STORE_SCHEMA_VERSION);
+    if ((rc = check_version(st, *version, "user_version")) != SR_OK) {
+        return rc;
     }
     if (*version == 0) {
         return SR_OK; /* empty: migrate_0_1 checks that there are no tables */
@@ -602,6 +649,7 @@ setup_checkpoints(sr_store *st)
         reserve = 0;
     }
     st->usable = page - reserve;
+    st->page_size = page;
     return sr__store_ckpt_setup(st, page);
 }
 
@@ -619,6 +667,11 @@ sr__store_setup(sr_store *st, int empty)
         if (!st->opts.skip_quick_check && (rc = quick_check(st)) != SR_OK) {
             return rc;
         }
+    }
+    /* The mark before any write (a refused rollback changes nothing). */
+    if ((st->marked || st->opts.readonly) &&
+        (rc = sr__store_mark_check(st, empty || version == 0)) != SR_OK) {
+        return rc;
     }
     if (st->opts.readonly) {
         if (version < SR_STORE_SCHEMA_VERSION) {

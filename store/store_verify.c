@@ -8,7 +8,10 @@
  *   - for each retained step S (and the current step), every tensor that
  *     existed at S has every chunk, at the right size;
  *   - no chunk version after the global step, no stray chunk index, no
- *     chunk bytes that no version references, no tensor without variable.
+ *     chunk bytes that no version references, no tensor without variable;
+ *   - every chunk version matches its checksum (store_sum.c), and the
+ *     report says which retained steps are intact;
+ *   - the store is not behind its mark (store_mark.c).
  * One report line per problem.  See docs/store.md.
  */
 #include <stdlib.h>
@@ -376,8 +379,33 @@ note_steps(report *rep, const int64_t *steps, size_t nretained, const uint8_t *c
     sr_strbuf_printf(&rep->b, "%s\n", nretained ? "" : " none");
 }
 
+/* The store against its mark (read before this transaction's snapshot, so
+ * a commit racing verify never looks like a rollback). */
+static void
+check_mark(sr_store *st, report *rep, const store_mark *m, int mark_state, int64_t g, int64_t ready)
+{
+    int64_t id = 0;
+
+    if (mark_state != SR_STORE_MARK_OK || g < 0) {
+        return; /* no mark to compare (the coordinator writes one when it opens) */
+    }
+    if (sr__store_meta_i64(st, "store_id", &id) == SR_OK && id != 0 && id != m->store_id) {
+        return; /* another store's: not evidence about this one */
+    }
+    sr_clear_error();
+    if (g < m->step || (m->ready && !ready)) {
+        problem(rep,
+                "store is behind its mark: global step %lld%s, %s-mark says step %lld was "
+                "committed%s (incarnation %llu): steps %lld..%lld are lost%s%s",
+                (long long)g, ready ? "" : " (model not ready)", st->path, (long long)m->step,
+                m->ready ? " with the model ready" : "", (unsigned long long)m->incarnation,
+                (long long)(g + 1), (long long)(m->step > g ? m->step : g),
+                st->rb.behind ? "; " : "", st->rb.behind ? st->rb.cause : "");
+    }
+}
+
 static sr_err
-verify_tx(sr_store *st, report *rep)
+verify_tx(sr_store *st, report *rep, const store_mark *m, int mark_state)
 {
     int64_t *steps = NULL;
     uint8_t *corrupt = NULL;
@@ -390,6 +418,7 @@ verify_tx(sr_store *st, report *rep)
     }
     check_schema(st, rep);
     check_meta(st, rep, &g, &ready);
+    check_mark(st, rep, m, mark_state, g, ready);
     if ((rc = steps_to_check(st, g, &steps, &nsteps, &nretained)) != SR_OK) {
         if (rc == SR_ENOMEM) {
             return rc;
@@ -511,6 +540,8 @@ sr_store_verify(sr_store *st, char **report_out)
     sr_err      rc;
     const char *text;
     char       *copy;
+    store_mark  m;
+    int         mark_state = 0;
 
     if ((rc = sr__store_check(st)) != SR_OK) {
         return rc;
@@ -518,13 +549,16 @@ sr_store_verify(sr_store *st, char **report_out)
     if (report_out == NULL) {
         return sr__store_fail(st, SR_EINVAL, "sr_store_verify: report is NULL");
     }
+    if ((rc = sr__store_mark_read(st->path, &m, &mark_state)) != SR_OK) {
+        return sr__store_ret(st, rc);
+    }
     memset(&rep, 0, sizeof(rep));
     sr_strbuf_init(&rep.b);
     if ((rc = sr__store_begin_read(st)) != SR_OK) {
         sr_strbuf_free(&rep.b);
         return sr__store_ret(st, rc);
     }
-    rc = verify_tx(st, &rep);
+    rc = verify_tx(st, &rep, &m, mark_state);
     sr__store_cache_drop(st);
     rc = sr__store_end(st, rc);
     if (rc == SR_ECORRUPT) {

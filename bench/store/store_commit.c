@@ -73,7 +73,7 @@ median(double *v, int n)
 static void
 rm_store(const char *path)
 {
-    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+    static const char *const sfx[] = {"", "-wal", "-shm", "-journal", "-mark"};
     char                     p[1200];
     for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
         snprintf(p, sizeof(p), "%s%s", path, sfx[i]);

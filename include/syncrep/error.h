@@ -30,7 +30,8 @@ extern "C" {
     X(EVERSION, -16, "made by a newer version of syncrep")          \
     X(ECLOSED, -17, "shutting down")                                \
     X(ENONFINITE, -18, "gradient contains NaN or Inf")              \
-    X(EBUSY, -19, "in use by another process")
+    X(EBUSY, -19, "in use by another process")                      \
+    X(EROLLBACK, -20, "store is behind the step it last committed")
 
 typedef enum {
 #define SR_ERR_ENUM_(name, val, text) SR_##name = val,

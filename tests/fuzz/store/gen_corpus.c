@@ -87,7 +87,7 @@ wpath(char *buf, size_t len, const char *name)
 static void
 unlink_store(const char *path)
 {
-    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+    static const char *const sfx[] = {"", "-wal", "-shm", "-journal", "-mark"};
     char                     p[4200];
 
     for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
