@@ -709,9 +709,6 @@ fill_opts(const sr_store_opts *in, sr_store_opts *o)
         return sr_fail(SR_EINVAL, "sr_store_open: negative busy_timeout_ms, keep_checkpoints, "
                                   "max_page_count or wal_checkpoint_bytes");
     }
-    if (o->wal_checkpoint_bytes == 0) {
-        o->wal_checkpoint_bytes = SR_STORE_DEFAULT_WAL_BYTES;
-    }
     if (o->page_size == 0) {
         o->page_size = SR_STORE_PAGE_SIZE;
     }

@@ -43,7 +43,9 @@ typedef struct {
     int64_t  max_page_count;       /* 0 = unlimited; tests use it to simulate a full disk */
     int      skip_quick_check;     /* 1 = do not run PRAGMA quick_check on open (huge files) */
     int64_t  wal_checkpoint_bytes; /* added: copy the WAL into the main file once it holds
-                                      this much; 0 = 512 MiB.  Bigger = fewer, cheaper
+                                      this much; 0 = 16 x the largest commit's WAL bytes,
+                                      within 8..512 MiB (a lost -wal then loses ~16
+                                      commits at most).  Bigger = fewer, cheaper
                                       checkpoints (a page rewritten by several commits is
                                       copied once) and a bigger -wal file on disk */
     int page_size;                 /* added: SQLite page size of a new store, a power of two

@@ -21,8 +21,13 @@
 /* The largest user_version read as a newer build's schema; above it (or
  * negative) the header is damaged. */
 #define SR_STORE_MAX_SCHEMA_VERSION 1000
-/* Default sr_store_opts.wal_checkpoint_bytes. */
-#define SR_STORE_DEFAULT_WAL_BYTES ((int64_t)512 << 20)
+/* sr_store_opts.wal_checkpoint_bytes = 0 (the default) ties the WAL's limit
+ * to the commits: SR_STORE_WAL_COMMITS times the largest commit's WAL
+ * bytes, at least SR_STORE_WAL_MIN_BYTES, at most SR_STORE_WAL_MAX_BYTES
+ * (store_ckpt.c, docs/store.md "Checkpoints"). */
+#define SR_STORE_WAL_COMMITS   16
+#define SR_STORE_WAL_MIN_BYTES ((int64_t)8 << 20)
+#define SR_STORE_WAL_MAX_BYTES ((int64_t)512 << 20)
 /* Largest chunk: SQLite's blob limit is 1e9 bytes; keep well below it. */
 #define SR_STORE_MAX_CHUNK_BYTES (256u << 20)
 

@@ -156,11 +156,14 @@ bench_store(const char *dir, size_t nbytes, int sync, int64_t wal_bytes, uint8_t
     sr_store_opts    o;
     sr_store        *st = NULL;
     sr_store_tensor *t = calloc(nvars, sizeof(*t));
-    int64_t          cycle = (wal_bytes + (int64_t)nbytes - 1) / (int64_t)nbytes;
-    int              warm = cycle * 2 > KEEP + 1 ? (int)cycle * 2 : KEEP + 1;
-    double          *ms;
-    double           total_ms = 0;
-    sr_err           rc = SR_OK;
+    /* 0: the store's automatic limit, about 16 commits (8..512 MiB). */
+    int64_t eff = wal_bytes > 0 ? wal_bytes : 16 * (int64_t)nbytes;
+    eff = wal_bytes > 0 ? eff : eff < (8 << 20) ? (8 << 20) : eff > (512 << 20) ? (512 << 20) : eff;
+    int64_t cycle = (eff + (int64_t)nbytes - 1) / (int64_t)nbytes;
+    int     warm = cycle * 2 > KEEP + 1 ? (int)cycle * 2 : KEEP + 1;
+    double *ms;
+    double  total_ms = 0;
+    sr_err  rc = SR_OK;
 
     reps = reps > cycle ? reps : (int)cycle;
     ms = calloc((size_t)reps, sizeof(*ms));
@@ -242,8 +245,8 @@ usage(FILE *f)
            "               $TMPDIR or /tmp, removed afterwards)\n"
            "  --reps N     at least N timed commits per configuration (default 9;\n"
            "               more when a WAL checkpoint cycle needs more)\n"
-           "  --wal-mib M  sr_store_opts.wal_checkpoint_bytes in MiB (default: the\n"
-           "               store's default, 512)\n"
+           "  --wal-mib M  sr_store_opts.wal_checkpoint_bytes in MiB; 0 = the store's\n"
+           "               automatic limit (16 x a commit, 8..512 MiB) (default 512)\n"
            "  --checkpoint inline|thread\n"
            "               who runs the WAL checkpoints: the commits (default, so that\n"
            "               \"sustained\" includes them) or the store's thread (then\n"
@@ -279,7 +282,7 @@ main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--wal-mib") == 0 && i + 1 < argc) {
             long m = atol(argv[++i]);
-            if (m < 1) {
+            if (m < 0) {
                 usage(stderr);
                 return 2;
             }
