@@ -33,6 +33,7 @@ commit_in_child(const char *path)
         float         v[NELEM];
         int64_t       id;
         o.sync = SR_STORE_SYNC_NORMAL;
+        o.wal_checkpoint_bytes = (int64_t)512 << 20; /* never reached: all in the -wal */
         if (sr_store_open(path, &o, &st) != SR_OK ||
             sr_store_declare(st, "w", SR_FLOAT32, 1, shape, 1, NULL, 0, &id, NULL) != SR_OK ||
             sr_store_set_ready(st) != SR_OK) {
