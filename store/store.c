@@ -837,7 +837,14 @@ fail:
     }
     int64_t had_wal = st->wal_size_at_open;
     int     had_shm = st->shm_at_open;
+    int     new_mark = st->mark_created;
     store_free(st);
+    if (created && new_mark) {
+        char m[4096 + 8];
+        if (snprintf(m, sizeof(m), "%s-mark", path) < (int)sizeof(m)) {
+            unlink(m); /* the store this open created is gone: so is its mark */
+        }
+    }
     if (!created && rc == SR_EROLLBACK) {
         remove_new_companions(path, had_wal, had_shm);
     }

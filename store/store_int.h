@@ -149,6 +149,7 @@ struct sr_store {
 
     /* The mark (store_mark.c). */
     int               mark_fd;          /* PATH-mark, read-write handles; -1 if none */
+    int               mark_created;     /* this open created PATH-mark */
     store_mark        mark;             /* the record last written or read */
     sr_store_rollback rb;               /* what the open found */
     int64_t           wal_size_at_open; /* PATH-wal's size before SQLite opened it; -1 none */

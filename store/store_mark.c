@@ -14,8 +14,10 @@
  *  24  step (i64)             56  XXH3_64bits of bytes 0..55
  *
  * A write goes to slot seq % 2 with seq one more than the newest valid
- * slot's, so a torn write (power lost inside the pwrite) leaves the other
- * slot whole; the reader takes the valid slot with the larger seq.
+ * slot's (read back before each write: two handles of one coordinator, the
+ * loop's and the commit writer's, both write it), so a torn write (power
+ * lost inside the pwrite) leaves the other slot whole; the reader takes the
+ * valid slot with the larger seq.
  *
  * When it is written, by read-write handles only, each time after SQLite's
  * COMMIT returned: sr_store_commit_step (step = max(mark, committed step):
@@ -293,16 +295,44 @@ sr__store_mark_check(sr_store *st, int empty)
     return SR_OK;
 }
 
+/* The newest valid record in the open mark file (another handle on the
+ * store, the coordinator's commit writer, may have written since): 0 and
+ * *out filled, or -1. */
+static int
+newest_on_disk(const sr_store *st, store_mark *out)
+{
+    uint8_t    b[MARK_GAP + MARK_SLOT];
+    store_mark s0, s1;
+    ssize_t    n = pread(st->mark_fd, b, sizeof(b), 0);
+    int        v0 = n >= MARK_SLOT && decode(b, &s0) == 0;
+    int        v1 = n >= MARK_GAP + MARK_SLOT && decode(b + MARK_GAP, &s1) == 0;
+
+    if (!v0 && !v1) {
+        return -1;
+    }
+    *out = v0 && (!v1 || s0.seq > s1.seq) ? s0 : s1;
+    return 0;
+}
+
 /* Write the handle's mark record into the next slot (no fsync: see the
- * file comment).  A failure is logged, never returned: the commit it
+ * file comment).  `keep_max`: the record vouches for at least what the
+ * file already says for this store (a commit; a rewind or a reset says
+ * exactly its step).  A failure is logged, never returned: the commit it
  * follows is durable, and a mark left behind is not a false alarm. */
 static void
-mark_write(sr_store *st)
+mark_write(sr_store *st, int keep_max)
 {
-    uint8_t b[MARK_SLOT];
+    uint8_t    b[MARK_SLOT];
+    store_mark cur;
 
     if (st->mark_fd < 0) {
         return;
+    }
+    if (newest_on_disk(st, &cur) == 0) {
+        st->mark.seq = cur.seq > st->mark.seq ? cur.seq : st->mark.seq;
+        if (keep_max && cur.store_id == st->mark.store_id && cur.step > st->mark.step) {
+            st->mark.step = cur.step;
+        }
     }
     st->mark.seq++;
     encode(&st->mark, b);
@@ -331,7 +361,11 @@ sr__store_mark_open(sr_store *st)
     int64_t id, step, ready, inc;
 
     mark_path(st->path, "-mark", p, sizeof(p));
-    st->mark_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    st->mark_fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    st->mark_created = st->mark_fd >= 0;
+    if (st->mark_fd < 0 && errno == EEXIST) {
+        st->mark_fd = open(p, O_RDWR | O_CLOEXEC);
+    }
     if (st->mark_fd < 0) {
         int e = errno;
         return sr__store_fail(st, sr_err_from_errno(e, SR_ESTORE), "%s: cannot open: %s", p,
@@ -358,7 +392,7 @@ sr__store_mark_open(sr_store *st)
         st->mark.ready = ready != 0;
         st->mark.incarnation = (uint64_t)inc;
         st->mark.wal_bytes = 0;
-        mark_write(st);
+        mark_write(st, 0);
     }
     st->mark.store_id = id;
     return SR_OK;
@@ -384,7 +418,7 @@ sr__store_mark_committed(sr_store *st, int64_t step, int ready, uint64_t wal_byt
     }
     st->mark.ready = st->mark.ready || ready;
     st->mark.wal_bytes = wal_bytes;
-    mark_write(st);
+    mark_write(st, 1);
 }
 
 void
@@ -396,7 +430,7 @@ sr__store_mark_reset(sr_store *st, int64_t step, int ready, uint64_t incarnation
     st->mark.step = step;
     st->mark.ready = ready;
     st->mark.incarnation = incarnation;
-    mark_write(st);
+    mark_write(st, 0);
 }
 
 sr_err

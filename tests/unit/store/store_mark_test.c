@@ -353,6 +353,38 @@ test_mark_torn_slot_falls_back_to_the_other(void **state)
     free(m);
 }
 
+/* Two read-write handles (a coordinator's loop and its commit writer)
+ * commit in turn: the mark follows the newest commit whichever wrote it. */
+static void
+test_mark_two_handles_keep_it_current(void **state)
+{
+    store_fixture    *f = *state;
+    sr_store_opts     o = rw_opts(0);
+    sr_store         *a = NULL, *b = NULL;
+    sr_store_rollback rb;
+    const int64_t     shape[1] = {4};
+    float             v[4] = {1, 2, 3, 4};
+    int64_t           id;
+
+    assert_sr_ok(sr_store_open(f->path, &o, &a));
+    assert_sr_ok(sr_store_declare(a, "w", SR_FLOAT32, 1, shape, 1, v, sizeof(v), &id, NULL));
+    assert_sr_ok(sr_store_set_ready(a));
+    assert_sr_ok(sr_store_open(f->path, &o, &b));
+    for (int64_t g = 1; g <= 6; g++) {
+        sr_store_tensor t = {.var_id = id, .data = v, .len_bytes = sizeof(v)};
+        sr_store_commit c = {.global_step = g, .tensors = &t, .ntensors = 1};
+        assert_sr_ok(sr_store_commit_step(g <= 4 ? b : a, &c)); /* b, then a again */
+    }
+    sr_store_close(a);
+    sr_store_close(b);
+    assert_sr_ok(sr_store_open(f->path, &o, &a));
+    assert_sr_ok(sr_store_get_rollback(a, &rb));
+    assert_int_equal(rb.state, SR_STORE_MARK_OK);
+    assert_int_equal(rb.mark_step, 6);
+    assert_false(rb.behind);
+    sr_store_close(a);
+}
+
 static int
 setup(void **state)
 {
@@ -371,6 +403,7 @@ main(void)
         T(test_mark_store_deleted_is_not_recreated_silently),
         T(test_mark_legitimate_cases_open),
         T(test_mark_torn_slot_falls_back_to_the_other),
+        T(test_mark_two_handles_keep_it_current),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
