@@ -250,7 +250,9 @@ sr_err sr_store_chunk_bytes(sr_store *st, int64_t var_id, uint64_t *out);
 /* Read a tensor as of `step` (-1 = the latest committed state) into dst
  * (len_bytes must equal the variable's nbytes).  SR_ENOENT if the slot does
  * not exist or the variable did not exist at that step.  Chunks are checked
- * (size, presence): a missing or short chunk is SR_ECORRUPT. */
+ * (size, presence, checksum): a missing, short or altered chunk is
+ * SR_ECORRUPT naming variable, slot, step, version and chunk; dst may then
+ * hold partial data.  Not sticky: other reads still work. */
 sr_err sr_store_read_tensor(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
                             size_t len_bytes);
 
@@ -286,8 +288,7 @@ sr_err sr_store_list_rewinds(sr_store *st, sr_store_rewind_rec **out, size_t *n)
 sr_err sr_store_get_rollback(sr_store *st, sr_store_rollback *out);
 
 /* Added (schema 3): an accepted rollback, recorded by the incarnation that
- * started on it.  `cause` is what the open found (static text inside the
- * same allocation is not used: fixed-size). */
+ * started on it; `cause` is what the open found (truncated to fit). */
 typedef struct {
     uint64_t incarnation;
     int64_t  from_step; /* the mark's step: what had been committed */
@@ -308,9 +309,11 @@ sr_err sr_store_read_log(sr_store *st, int64_t from, int64_t to, sr_store_contri
 sr_err sr_store_export(sr_store *st, const char *out_path, int64_t step);
 
 /* Integrity check (PRAGMA integrity_check) plus syncrep's own: every tensor
- * has every chunk at the right size for each retained checkpoint, the global
- * step equals the newest checkpoint, schema tables and meta present.  Writes
- * one line per problem into report (malloc'd, caller frees; "" if clean).
+ * has every chunk at the right size, matching its checksum, for each
+ * retained checkpoint, the global step equals the newest checkpoint, schema
+ * tables and meta present, the store not behind its mark (PATH-mark).
+ * Writes one line per problem into report (malloc'd, caller frees; "" if
+ * clean), then, when there was one, "retained steps: S ok, T corrupt, ...".
  * Returns SR_OK when clean, SR_ECORRUPT when a problem was found. */
 sr_err sr_store_verify(sr_store *st, char **report);
 

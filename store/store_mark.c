@@ -288,7 +288,7 @@ sr__store_mark_check(sr_store *st, int empty)
             "(coordinator: --accept-rollback; recorded in the store)",
             st->path, (long long)step, nvars == 0 ? " with no variables" : "", st->path,
             (long long)m.step, m.ready ? " with the model ready" : "",
-            (unsigned long long)m.incarnation, wal, (long long)(step + 1),
+            (unsigned long long)m.incarnation, wal, (long long)(m.step > step ? step + 1 : step),
             (long long)(m.step > step ? m.step : step));
     }
     st->rb.accepted = 1;
