@@ -40,10 +40,15 @@ static const char usage_text[] =
     "                                (64; 4 commits a model up to ~512 KiB faster,\n"
     "                                docs/store.md)\n"
     "  --resume-from-step S          restore retained step S instead of the latest\n"
+    "  --accept-rollback             start even though the store is behind the step it\n"
+    "                                last committed (a lost or damaged -wal, an older copy,\n"
+    "                                a missing store: refused without it); the loss is\n"
+    "                                recorded in the store (docs/operations.md)\n"
     "  --step-log                    record the contributors of every step in the store\n"
     "  --sync full|normal            SQLite synchronous mode (default full)\n"
     "  --wal-limit-kib K             the store's WAL is copied into its file once it\n"
-    "                                holds K KiB (default 524288: 512 MiB)\n"
+    "                                holds K KiB (default: 16 commits' worth, 8 MiB to\n"
+    "                                512 MiB, so a lost -wal loses few steps)\n"
     "  --wal-checkpoint thread|inline\n"
     "                                who copies the WAL into the store file when it is\n"
     "                                full: a thread of the store, or the commit that\n"
@@ -112,6 +117,10 @@ sr__cli_coordinator(int argc, char **argv)
         }
         if (strcmp(a, "--deterministic-sum") == 0) {
             o.deterministic_sum = 1;
+            continue;
+        }
+        if (strcmp(a, "--accept-rollback") == 0) {
+            o.accept_rollback = 1;
             continue;
         }
         if (!need(i, argc, argv)) {

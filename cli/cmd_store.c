@@ -36,16 +36,18 @@ static const char inspect_usage[] =
     "shape, bytes, trainable, optimizer slots), workers (task index, local step, last\n"
     "seen, incarnation), retained checkpoints, recorded rewinds and incarnations.\n"
     "--json prints one object with the keys global_step, incarnation, model_ready,\n"
-    "schema_version, variables, workers, checkpoints, rewinds, incarnations and config.\n";
+    "schema_version, variables, workers, checkpoints, rewinds, incarnations, config,\n"
+    "rollbacks (accepted ones) and mark (state, step, behind).\n";
 
 static const char verify_usage[] =
     "usage: syncrep store verify PATH\n"
     "\n"
     "Runs SQLite's integrity_check and syncrep's own checks (every chunk of every\n"
-    "tensor present at the right size for each retained checkpoint, the global step\n"
-    "equal to the newest checkpoint, the meta table present).  Prints one line per\n"
-    "problem.  Exit 0 when clean, 1 when a problem was found or the store could not be\n"
-    "read.\n";
+    "tensor present at the right size and matching its checksum for each retained\n"
+    "checkpoint, the global step equal to the newest checkpoint, the meta table\n"
+    "present, the store not behind the step its PATH-mark says was committed).\n"
+    "Prints one line per problem and which retained steps are intact.  Exit 0 when\n"
+    "clean, 1 when a problem was found or the store could not be read.\n";
 
 static const char export_usage[] =
     "usage: syncrep store export PATH OUT [--step S]\n"
@@ -83,6 +85,15 @@ iso_time(int64_t ms, char *buf, size_t len)
     snprintf(buf + n, len - n, ".%03dZ", (int)(ms % 1000));
 }
 
+static const char *
+mark_state_name(int state)
+{
+    return state == SR_STORE_MARK_OK        ? "ok"
+           : state == SR_STORE_MARK_MISSING ? "missing"
+           : state == SR_STORE_MARK_DAMAGED ? "unreadable"
+                                            : "another store's";
+}
+
 static sr_err
 open_ro(const char *path, int skip_quick_check, sr_store **st)
 {
@@ -96,21 +107,24 @@ open_ro(const char *path, int skip_quick_check, sr_store **st)
 
 /* Everything inspect shows, read through the public API. */
 typedef struct {
-    sr_store_info         info;
-    char                 *config;
-    sr_store_var         *vars;
-    size_t                nvars;
-    char               ***slots; /* per variable */
-    size_t               *nslots;
-    size_t               *nchunks;
-    sr_store_worker      *workers;
-    size_t                nworkers;
-    int64_t              *ckpts;
-    size_t                nckpts;
-    sr_store_rewind_rec  *rewinds;
-    size_t                nrewinds;
-    sr_store_incarnation *incs; /* one block */
-    size_t                nincs;
+    sr_store_info          info;
+    char                  *config;
+    sr_store_var          *vars;
+    size_t                 nvars;
+    char                ***slots; /* per variable */
+    size_t                *nslots;
+    size_t                *nchunks;
+    sr_store_worker       *workers;
+    size_t                 nworkers;
+    int64_t               *ckpts;
+    size_t                 nckpts;
+    sr_store_rewind_rec   *rewinds;
+    size_t                 nrewinds;
+    sr_store_incarnation  *incs; /* one block */
+    size_t                 nincs;
+    sr_store_rollback_rec *rollbacks;
+    size_t                 nrollbacks;
+    sr_store_rollback      mark;
 } inspection;
 
 static void
@@ -128,6 +142,7 @@ inspection_free(inspection *in)
     free(in->ckpts);
     free(in->rewinds);
     free(in->incs);
+    free(in->rollbacks);
 }
 
 static sr_err
@@ -141,7 +156,9 @@ inspect_read(sr_store *st, inspection *in)
         (rc = sr_store_list_workers(st, &in->workers, &in->nworkers)) != SR_OK ||
         (rc = sr_store_list_checkpoints(st, &in->ckpts, &in->nckpts)) != SR_OK ||
         (rc = sr_store_list_rewinds(st, &in->rewinds, &in->nrewinds)) != SR_OK ||
-        (rc = sr_store_list_incarnations(st, &in->incs, &in->nincs)) != SR_OK) {
+        (rc = sr_store_list_incarnations(st, &in->incs, &in->nincs)) != SR_OK ||
+        (rc = sr_store_list_rollbacks(st, &in->rollbacks, &in->nrollbacks)) != SR_OK ||
+        (rc = sr_store_get_rollback(st, &in->mark)) != SR_OK) {
         return rc;
     }
     in->slots = calloc(in->nvars + 1, sizeof(*in->slots));
@@ -230,7 +247,20 @@ print_json(const char *path, const inspection *in)
         sr_strbuf_json_str(&b, e->config);
         sr_strbuf_printf(&b, "}");
     }
-    sr_strbuf_printf(&b, "]}\n");
+    sr_strbuf_printf(&b, "],\"rollbacks\":[");
+    for (size_t i = 0; i < in->nrollbacks; i++) {
+        const sr_store_rollback_rec *r = &in->rollbacks[i];
+        iso_time(r->at_ms, t, sizeof(t));
+        sr_strbuf_printf(&b,
+                         "%s{\"incarnation\":%" PRIu64 ",\"from_step\":%" PRId64
+                         ",\"to_step\":%" PRId64 ",\"at\":\"%s\",\"cause\":",
+                         i ? "," : "", r->incarnation, r->from_step, r->to_step, t);
+        sr_strbuf_json_str(&b, r->cause);
+        sr_strbuf_printf(&b, "}");
+    }
+    sr_strbuf_printf(&b, "],\"mark\":{\"state\":\"%s\",\"step\":%" PRId64 ",\"behind\":%s}}\n",
+                     mark_state_name(in->mark.state), in->mark.mark_step,
+                     in->mark.behind ? "true" : "false");
     if (sr_strbuf_result(&b, &text) == SR_OK) {
         fputs(text, stdout);
     }
@@ -247,6 +277,12 @@ print_human(const char *path, const inspection *in)
     printf("global step   %" PRId64 "\n", in->info.global_step);
     printf("incarnation   %" PRIu64 "\n", in->info.incarnation);
     printf("model ready   %s\n", in->info.model_ready ? "yes" : "no");
+    if (in->mark.state == SR_STORE_MARK_OK) {
+        printf("mark          step %" PRId64 "%s\n", in->mark.mark_step,
+               in->mark.behind ? " (the store is BEHIND it: run verify)" : "");
+    } else {
+        printf("mark          %s\n", mark_state_name(in->mark.state));
+    }
     if (in->config[0] != '\0') {
         printf("config        %s\n", in->config);
     }
@@ -286,6 +322,13 @@ print_human(const char *path, const inspection *in)
         iso_time(r->at_ms, t, sizeof(t));
         printf("  incarnation %" PRIu64 ": step %" PRId64 " -> %" PRId64 " at %s\n", r->incarnation,
                r->from_step, r->to_step, t);
+    }
+    printf("\nrollbacks (%zu)\n", in->nrollbacks);
+    for (size_t i = 0; i < in->nrollbacks; i++) {
+        const sr_store_rollback_rec *r = &in->rollbacks[i];
+        iso_time(r->at_ms, t, sizeof(t));
+        printf("  incarnation %" PRIu64 ": accepted step %" PRId64 " -> %" PRId64 " at %s (%s)\n",
+               r->incarnation, r->from_step, r->to_step, t, r->cause);
     }
     printf("\nincarnations (%zu)\n", in->nincs);
     for (size_t i = 0; i < in->nincs; i++) {
@@ -341,6 +384,34 @@ cmd_inspect(int argc, char **argv)
     return 0;
 }
 
+/* "PATH: ok (global step 40, mark 40, retained steps 38 39 40 intact)". */
+static void
+print_verified(const char *path, sr_store *st)
+{
+    sr_store_info     info;
+    sr_store_rollback rb;
+    int64_t          *steps = NULL;
+    size_t            n = 0;
+
+    if (sr_store_get_info(st, &info) != SR_OK || sr_store_get_rollback(st, &rb) != SR_OK ||
+        sr_store_list_checkpoints(st, &steps, &n) != SR_OK) {
+        printf("%s: ok\n", path);
+        return;
+    }
+    printf("%s: ok (global step %" PRId64 ", ", path, info.global_step);
+    if (rb.state == SR_STORE_MARK_OK) {
+        printf("mark %" PRId64 ", ", rb.mark_step);
+    } else {
+        printf("mark %s, ", mark_state_name(rb.state));
+    }
+    printf("retained steps");
+    for (size_t i = 0; i < n; i++) {
+        printf(" %" PRId64, steps[i]);
+    }
+    printf("%s)\n", n ? " intact" : " none");
+    free(steps);
+}
+
 static int
 cmd_verify(int argc, char **argv)
 {
@@ -370,7 +441,7 @@ cmd_verify(int argc, char **argv)
     }
     rc = sr_store_verify(st, &report);
     if (rc == SR_OK) {
-        printf("%s: ok\n", path);
+        print_verified(path, st);
     } else if (rc == SR_ECORRUPT && report != NULL) {
         fputs(report, stdout);
         fprintf(stderr, "syncrep store verify: %s: %s\n", sr_strerror(rc), sr_errdetail());

@@ -1,4 +1,4 @@
-# Third-party dependencies.  SQLite via FindSQLite3; libzmq and cmocka via
+# Third-party dependencies.  SQLite via FindSQLite3; libzmq, xxHash and cmocka via
 # pkg-config (libzmq ships no CMake config, cmocka's defines no target);
 # CUDA + NCCL optional (SYNCREP_CUDA=AUTO|ON|OFF).
 find_package(PkgConfig REQUIRED)
@@ -6,6 +6,9 @@ find_package(Threads REQUIRED)
 find_package(SQLite3 REQUIRED)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq>=4.3)
 add_library(SR::zmq ALIAS PkgConfig::ZMQ)
+# xxHash (XXH3_64bits): the store's chunk checksums (docs/store.md, "Checksums").
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash>=0.8)
+add_library(SR::xxhash ALIAS PkgConfig::XXHASH)
 if(SYNCREP_TESTS)
   pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
   add_library(SR::cmocka ALIAS PkgConfig::CMOCKA)

@@ -28,7 +28,9 @@ typedef struct {
     int         wal_checkpoint;        /* who copies a full WAL into the store file:
                                           SR_WAL_CKPT_AUTO (the store's thread with --commit
                                           sync, the writer itself with async), _THREAD, _INLINE */
-    int64_t     resume_from_step;      /* -1 = latest; else rewind to this retained step */
+    int64_t resume_from_step;          /* -1 = latest; else rewind to this retained step */
+    int     accept_rollback;           /* start on a store behind its mark (sr_store_opts
+                                          accept_rollback); recorded with the incarnation */
     int         step_log;              /* record contributors of every step */
     int         sync_normal;           /* synchronous=NORMAL instead of FULL */
     int         nonfinite_allow;       /* accept NaN/Inf gradients */

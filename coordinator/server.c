@@ -2840,6 +2840,9 @@ coord_open_store(coord *c)
 
     store_opts(o, &so);
     so.create = 1;
+    /* A store behind its mark is refused here, before anything is written,
+     * unless the operator accepted it (recorded by coord_start). */
+    so.accept_rollback = o->accept_rollback;
     if ((rc = sr__coord_lock_store(o->store_path, &c->lock_fd)) != SR_OK ||
         (rc = sr_store_open(o->store_path, &so, &c->st)) != SR_OK) {
         return rc;
@@ -2868,9 +2871,18 @@ coord_start(coord *c)
     sr_err               rc;
     const sr_coord_opts *o = c->o;
 
-    /* The new incarnation first, so a rewind is recorded as its own. */
-    if ((rc = sr_store_new_incarnation(c->st, &c->incarnation)) != SR_OK) {
+    /* The new incarnation first, so a rewind is recorded as its own (and an
+     * accepted rollback, in the same transaction). */
+    sr_store_rollback rb;
+    if ((rc = sr_store_new_incarnation(c->st, &c->incarnation)) != SR_OK ||
+        (rc = sr_store_get_rollback(c->st, &rb)) != SR_OK) {
         return rc;
+    }
+    if (rb.behind) {
+        SR_LOG(SR_LOG_WARN, "COORD-ROLLBACK-ACCEPTED",
+               "store=%s incarnation=%" PRIu64 " mark_step=%" PRId64 " store_step=%" PRId64
+               " cause=\"%s\"",
+               o->store_path, c->incarnation, rb.mark_step, rb.store_step, rb.cause);
     }
     if (o->resume_from_step >= 0) {
         sr_store_info before;

@@ -44,10 +44,11 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_CKPT_PRUNE] = "DELETE FROM checkpoint WHERE step < ?1",
     [STMT_CHUNK_VERSIONS] = "SELECT step, data_id FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
                             " ORDER BY step",
-    [STMT_CHUNK_RESTEP] = "UPDATE chunk SET step = ?1 WHERE tensor_id = ?2 AND idx = ?3"
-                          " AND step = ?4",
-    [STMT_CHUNK_INSERT] = "INSERT INTO chunk(tensor_id, idx, step, data_id)"
-                          " VALUES (?1, ?2, ?3, ?4)",
+    [STMT_CHUNK_RESTEP] = "UPDATE chunk SET step = ?1, sum = ?5 WHERE tensor_id = ?2"
+                          " AND idx = ?3 AND step = ?4",
+    [STMT_CHUNK_INSERT] = "INSERT INTO chunk(tensor_id, idx, step, data_id, sum)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5)",
+    [STMT_CHUNK_SUM] = "UPDATE chunk SET sum = ?4 WHERE tensor_id = ?1 AND idx = ?2 AND step = ?3",
     [STMT_DATA_INSERT] = "INSERT INTO chunk_data(data) VALUES (zeroblob(?1))",
     /* A version older than the oldest retained step m is needed only if it
      * is the newest version <= m of its chunk; every version >= m is at a
@@ -55,7 +56,7 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_VERSION_PRUNE] = "DELETE FROM chunk WHERE step < ?1 AND EXISTS (SELECT 1 FROM chunk"
                            " AS n WHERE n.tensor_id = chunk.tensor_id AND n.idx = chunk.idx"
                            " AND n.step > chunk.step AND n.step <= ?1)",
-    [STMT_CHUNK_AT] = "SELECT data_id FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
+    [STMT_CHUNK_AT] = "SELECT data_id, step, sum FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
                       " AND step <= ?3 ORDER BY step DESC LIMIT 1",
     [STMT_WORKER_UPSERT] = "INSERT INTO worker(task_index, local_step, last_seen_ms, incarnation)"
                            " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(task_index) DO UPDATE SET"
@@ -709,9 +710,6 @@ fill_opts(const sr_store_opts *in, sr_store_opts *o)
         return sr_fail(SR_EINVAL, "sr_store_open: negative busy_timeout_ms, keep_checkpoints, "
                                   "max_page_count or wal_checkpoint_bytes");
     }
-    if (o->wal_checkpoint_bytes == 0) {
-        o->wal_checkpoint_bytes = SR_STORE_DEFAULT_WAL_BYTES;
-    }
     if (o->page_size == 0) {
         o->page_size = SR_STORE_PAGE_SIZE;
     }
@@ -746,6 +744,7 @@ store_free(sr_store *st)
         st->stmt[i] = NULL;
     }
     sr__store_ckpt_stop(st);
+    sr__store_mark_close(st);
     sqlite3_close_v2(st->db);
     st->db = NULL;
     sr__store_cache_drop(st);
@@ -753,12 +752,33 @@ store_free(sr_store *st)
     free(st->pend);
     free(st->keep);
     free(st->keys);
+    free(st->sumbuf);
     free(st->path);
     free(st);
 }
 
-sr_err
-sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out)
+/* After a refused rollback: an empty -wal and a -shm that SQLite created
+ * while looking at the store go again, so its files are as they were (a
+ * read-write open: the coordinator holds PATH-lock, nobody else is in). */
+static void
+remove_new_companions(const char *path, int64_t had_wal, int had_shm)
+{
+    char        p[4096 + 8];
+    struct stat sb;
+
+    if (had_wal < 0 && snprintf(p, sizeof(p), "%s-wal", path) < (int)sizeof(p) &&
+        stat(p, &sb) == 0 && sb.st_size == 0) {
+        unlink(p);
+    }
+    if (!had_shm && snprintf(p, sizeof(p), "%s-shm", path) < (int)sizeof(p)) {
+        unlink(p);
+    }
+}
+
+/* sr_store_open; `marked` = 1: a read-write handle keeps the store's mark
+ * (store_mark.c); an export's copy does not. */
+static sr_err
+store_open(const char *path, const sr_store_opts *opts, int marked, sr_store **out)
 {
     sr_store *st = NULL;
     sr_err    rc;
@@ -774,6 +794,10 @@ sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out)
     if ((rc = fill_opts(opts, &st->opts)) != SR_OK) {
         goto fail;
     }
+    st->marked = marked && !st->opts.readonly;
+    st->mark_fd = -1;
+    st->mark.step = -1;
+    st->rb.mark_step = -1;
     if ((st->keep = calloc((size_t)st->opts.keep_checkpoints, sizeof(*st->keep))) == NULL) {
         rc = sr_fail(SR_ENOMEM, "sr_store_open: keep_checkpoints %d", st->opts.keep_checkpoints);
         goto fail;
@@ -796,6 +820,10 @@ sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out)
     if ((rc = sr__store_setup(st, empty)) != SR_OK) {
         goto fail;
     }
+    st->created = created;
+    if (st->marked && (rc = sr__store_mark_open(st)) != SR_OK) {
+        goto fail;
+    }
     if (created && (rc = sr__store_sync_dir(path)) != SR_OK) {
         goto fail;
     }
@@ -803,11 +831,34 @@ sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out)
     *out = st;
     return SR_OK;
 fail:
+    /* A refused store keeps its -wal as found (SQLite would otherwise copy
+     * what it could replay into the file and delete the rest on close). */
+    if (st->db != NULL) {
+        sqlite3_db_config(st->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    }
+    int64_t had_wal = st->wal_size_at_open;
+    int     had_shm = st->shm_at_open;
+    int     new_mark = st->mark_created;
     store_free(st);
+    if (created && new_mark) {
+        char m[4096 + 8];
+        if (snprintf(m, sizeof(m), "%s-mark", path) < (int)sizeof(m)) {
+            unlink(m); /* the store this open created is gone: so is its mark */
+        }
+    }
+    if (!created && rc == SR_EROLLBACK) {
+        remove_new_companions(path, had_wal, had_shm);
+    }
     if (created) {
         sr__store_unlink_all(path);
     }
     return rc;
+}
+
+sr_err
+sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out)
+{
+    return store_open(path, opts, 1, out);
 }
 
 void
@@ -861,6 +912,31 @@ record_incarnation(sr_store *st, int64_t inc)
     return rc;
 }
 
+/* The accepted rollback of this handle's open, as incarnation inc's. */
+static sr_err
+record_rollback(sr_store *st, int64_t inc)
+{
+    sqlite3_stmt *s = NULL;
+    sr_err        rc;
+    int           r;
+
+    r = sqlite3_prepare_v2(st->db,
+                           "INSERT INTO rollback(incarnation, from_step, to_step, at_ms, cause)"
+                           " VALUES (?1, ?2, ?3, ?4, ?5)",
+                           -1, &s, NULL);
+    if (r != SQLITE_OK) {
+        return sr__store_sqlerr(st, r, "record rollback");
+    }
+    sqlite3_bind_int64(s, 1, inc);
+    sqlite3_bind_int64(s, 2, st->rb.mark_step);
+    sqlite3_bind_int64(s, 3, st->rb.store_step);
+    sqlite3_bind_int64(s, 4, sr_clock_wall_ms());
+    sqlite3_bind_text(s, 5, st->rb.cause, -1, SQLITE_STATIC);
+    rc = sr__store_run(st, s, "record rollback");
+    sqlite3_finalize(s);
+    return rc;
+}
+
 sr_err
 sr_store_new_incarnation(sr_store *st, uint64_t *out)
 {
@@ -888,8 +964,19 @@ sr_store_new_incarnation(sr_store *st, uint64_t *out)
     if (rc == SR_OK) {
         rc = record_incarnation(st, inc);
     }
+    int recording = st->rb.accepted && !st->rb.recorded;
+    if (rc == SR_OK && recording) {
+        rc = record_rollback(st, inc);
+    }
     if ((rc = sr__store_end(st, rc)) != SR_OK) {
         return sr__store_ret(st, rc);
+    }
+    if (recording) {
+        /* The loss is on record: the mark now vouches for the store as it is. */
+        st->rb.recorded = 1;
+        sr__store_mark_reset(st, st->rb.store_step, st->rb.store_ready, (uint64_t)inc);
+    } else {
+        sr__store_mark_reset(st, st->mark.step, st->mark.ready, (uint64_t)inc);
     }
     *out = (uint64_t)inc;
     return SR_OK;
@@ -1278,6 +1365,36 @@ sr_store_list_rewinds(sr_store *st, sr_store_rewind_rec **out, size_t *n)
                       NULL, 0, sizeof(**out), rewind_row, (void **)out, n);
 }
 
+static void
+rollback_row(sqlite3_stmt *s, void *rec)
+{
+    sr_store_rollback_rec *r = rec;
+    const char            *c = (const char *)sqlite3_column_text(s, 4);
+    r->incarnation = (uint64_t)sqlite3_column_int64(s, 0);
+    r->from_step = sqlite3_column_int64(s, 1);
+    r->to_step = sqlite3_column_int64(s, 2);
+    r->at_ms = sqlite3_column_int64(s, 3);
+    snprintf(r->cause, sizeof(r->cause), "%s", c != NULL ? c : "");
+}
+
+sr_err
+sr_store_list_rollbacks(sr_store *st, sr_store_rollback_rec **out, size_t *n)
+{
+    return collect_tx(st,
+                      "SELECT incarnation, from_step, to_step, at_ms, cause FROM rollback"
+                      " ORDER BY id",
+                      NULL, 0, sizeof(**out), rollback_row, (void **)out, n);
+}
+
+uint64_t
+sr__store_wal_bytes(const sr_store *st)
+{
+    int64_t frames = sr__store_ckpt_wal_frames(st);
+
+    /* The WAL's 32-byte header, then frames of a 24-byte header + a page. */
+    return frames > 0 ? 32u + (uint64_t)frames * (24u + (uint64_t)st->page_size) : 0;
+}
+
 /* Incarnations: records and their config strings in one block, so that a
  * plain free() releases everything. */
 static sr_err
@@ -1432,6 +1549,23 @@ export_copy(sr_store *st, const char *out_path)
     return rc;
 }
 
+/* The chunk versions of an export's copy at its global step, against
+ * their sums. */
+static sr_err
+check_copy_sums(sr_store *copy)
+{
+    int64_t g = 0;
+    sr_err  rc;
+
+    if ((rc = sr__store_begin_read(copy)) != SR_OK) {
+        return rc;
+    }
+    if ((rc = sr__store_meta_i64(copy, "global_step", &g)) == SR_OK) {
+        rc = sr__store_check_sums(copy, g);
+    }
+    return sr__store_end(copy, rc);
+}
+
 sr_err
 sr_store_export(sr_store *st, const char *out_path, int64_t step)
 {
@@ -1481,19 +1615,23 @@ sr_store_export(sr_store *st, const char *out_path, int64_t step)
     if ((rc = export_copy(st, out_path)) != SR_OK) {
         goto fail;
     }
-    if (step >= 0 && step != g) {
-        memset(&o, 0, sizeof(o));
-        o.sync = SR_STORE_SYNC_FULL;
-        o.skip_quick_check = 1;
-        o.keep_checkpoints = st->opts.keep_checkpoints;
-        if ((rc = sr_store_open(out_path, &o, &copy)) != SR_OK ||
-            (rc = sr_store_rewind(copy, step)) != SR_OK) {
-            sr__store_ret(st, rc);
-            goto fail;
-        }
-        sr_store_close(copy);
-        copy = NULL;
+    memset(&o, 0, sizeof(o));
+    o.sync = SR_STORE_SYNC_FULL;
+    o.skip_quick_check = 1;
+    o.keep_checkpoints = st->opts.keep_checkpoints;
+    /* What leaves the store is the exported step: its chunk versions in the
+     * copy are checked against their sums (by the rewind, when there is
+     * one).  Older retained steps travel with their sums and are checked
+     * when read from the copy, so an intact step can be exported from a
+     * store where another one is corrupt. */
+    if ((rc = store_open(out_path, &o, 0, &copy)) != SR_OK ||
+        (step >= 0 && step != g ? (rc = sr_store_rewind(copy, step))
+                                : (rc = check_copy_sums(copy))) != SR_OK) {
+        sr__store_ret(st, rc);
+        goto fail;
     }
+    sr_store_close(copy);
+    copy = NULL;
     if ((rc = sr__store_sync_dir(out_path)) != SR_OK) {
         sr__store_ret(st, rc);
         goto fail;

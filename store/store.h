@@ -24,7 +24,7 @@
 
 typedef struct sr_store sr_store;
 
-#define SR_STORE_SCHEMA_VERSION      2 /* PRAGMA user_version of this build */
+#define SR_STORE_SCHEMA_VERSION      3 /* PRAGMA user_version of this build */
 #define SR_STORE_DEFAULT_CHUNK_BYTES (4u << 20)
 #define SR_STORE_MAX_NAME            255 /* bytes in a variable or slot name */
 
@@ -43,7 +43,9 @@ typedef struct {
     int64_t  max_page_count;       /* 0 = unlimited; tests use it to simulate a full disk */
     int      skip_quick_check;     /* 1 = do not run PRAGMA quick_check on open (huge files) */
     int64_t  wal_checkpoint_bytes; /* added: copy the WAL into the main file once it holds
-                                      this much; 0 = 512 MiB.  Bigger = fewer, cheaper
+                                      this much; 0 = 16 x the largest commit's WAL bytes,
+                                      within 8..512 MiB (a lost -wal then loses ~16
+                                      commits at most).  Bigger = fewer, cheaper
                                       checkpoints (a page rewritten by several commits is
                                       copied once) and a bigger -wal file on disk */
     int page_size;                 /* added: SQLite page size of a new store, a power of two
@@ -57,7 +59,39 @@ typedef struct {
                                       stall of that commit); 0 = a thread of the store
                                       does it while commits go on (docs/store.md,
                                       "Checkpoints") */
+    int accept_rollback;           /* added (schema 3): a read-write open of a store that
+                                      is behind its mark (PATH-mark: a lost or damaged
+                                      -wal, an older copy, a missing store) proceeds
+                                      instead of failing with SR_EROLLBACK; the next
+                                      sr_store_new_incarnation records the loss (table
+                                      `rollback`) and resets the mark (docs/store.md,
+                                      "The mark") */
 } sr_store_opts;
+
+/* What the store's mark (PATH-mark) was found to be by sr_store_open. */
+typedef enum {
+    SR_STORE_MARK_OK = 0,      /* present, readable, this store's */
+    SR_STORE_MARK_MISSING = 1, /* no PATH-mark (a store older than marks, or deleted) */
+    SR_STORE_MARK_DAMAGED = 2, /* neither slot readable (bad magic or checksum) */
+    SR_STORE_MARK_FOREIGN = 3, /* another store's (store id differs): replaced */
+} sr_store_mark_state;
+
+/* The store against its mark, as sr_store_open found them.  A read-write
+ * open refuses a store that is behind (SR_EROLLBACK) unless accept_rollback;
+ * a read-only open only reports it here (sr_store_verify reports it too). */
+typedef struct {
+    int state;                 /* sr_store_mark_state */
+    int behind;                /* 1: store step < mark step, the ready model lost, or
+                                  the store file missing while a mark exists */
+    int      accepted;         /* 1: opened with accept_rollback while behind */
+    int      recorded;         /* 1: sr_store_new_incarnation recorded it */
+    int64_t  store_step;       /* the store's global step at open */
+    int      store_ready;      /* its model_ready at open */
+    int64_t  nvariables;       /* its variables at open */
+    int64_t  mark_step;        /* the step the mark says was committed; -1 if none */
+    uint64_t mark_incarnation; /* the incarnation that wrote the mark */
+    char     cause[256];       /* what was found: "the -wal is missing", ... */
+} sr_store_rollback;
 
 /* What the store says about itself. */
 typedef struct {
@@ -133,10 +167,13 @@ typedef struct {
 /* Open (create if opts->create) the store at `path`: WAL, synchronous per
  * opts, busy timeout, schema check and migration, quick_check.  Refuses with
  * a clear error naming the file and modifies nothing for: a file that is not
- * a syncrep store (SR_ECORRUPT), a corrupt file (SR_ECORRUPT), a schema newer
- * than this build (SR_EVERSION), a missing file without create (SR_ENOENT), a
- * location that cannot be written (SR_EACCES).  New files are mode 0600.
- * *out is written only on success. */
+ * a syncrep store, an empty (0-byte) file we did not create, a damaged header
+ * (SQLite magic, application_id, an absurd user_version) or a corrupt file
+ * (SR_ECORRUPT), a schema newer than this build (SR_EVERSION), a missing
+ * file without create (SR_ENOENT), a location that cannot be written
+ * (SR_EACCES), and, read-write, a store behind its mark (SR_EROLLBACK, see
+ * accept_rollback).  New files are mode 0600; a read-write handle keeps
+ * PATH-mark (0600) beside the store.  *out is written only on success. */
 sr_err sr_store_open(const char *path, const sr_store_opts *opts, sr_store **out);
 
 /* Close; NULL is fine.  Never fails visibly (a failed checkpoint of the WAL
@@ -155,7 +192,9 @@ const char *sr_store_errmsg(const sr_store *st);
 
 /* Start a new coordinator incarnation: increment and return it, durably.
  * Also records it (see sr_store_list_incarnations) with the current global
- * step as its restored step. */
+ * step as its restored step.  On a handle opened with accept_rollback while
+ * the store was behind its mark, the same transaction records the rollback
+ * (sr_store_list_rollbacks) and the mark is then reset to the store. */
 sr_err sr_store_new_incarnation(sr_store *st, uint64_t *out);
 
 /* Added: one coordinator incarnation as recorded by sr_store_new_incarnation. */
@@ -211,7 +250,9 @@ sr_err sr_store_chunk_bytes(sr_store *st, int64_t var_id, uint64_t *out);
 /* Read a tensor as of `step` (-1 = the latest committed state) into dst
  * (len_bytes must equal the variable's nbytes).  SR_ENOENT if the slot does
  * not exist or the variable did not exist at that step.  Chunks are checked
- * (size, presence): a missing or short chunk is SR_ECORRUPT. */
+ * (size, presence, checksum): a missing, short or altered chunk is
+ * SR_ECORRUPT naming variable, slot, step, version and chunk; dst may then
+ * hold partial data.  Not sticky: other reads still work. */
 sr_err sr_store_read_tensor(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
                             size_t len_bytes);
 
@@ -242,6 +283,22 @@ typedef struct {
 } sr_store_rewind_rec;
 sr_err sr_store_list_rewinds(sr_store *st, sr_store_rewind_rec **out, size_t *n);
 
+/* Added (schema 3): what sr_store_open found about the store's mark (a copy;
+ * never fails on a valid handle). */
+sr_err sr_store_get_rollback(sr_store *st, sr_store_rollback *out);
+
+/* Added (schema 3): an accepted rollback, recorded by the incarnation that
+ * started on it; `cause` is what the open found (truncated to fit). */
+typedef struct {
+    uint64_t incarnation;
+    int64_t  from_step; /* the mark's step: what had been committed */
+    int64_t  to_step;   /* the store's step the incarnation started from */
+    int64_t  at_ms;     /* wall clock */
+    char     cause[256];
+} sr_store_rollback_rec;
+/* Every recorded rollback, oldest first.  *out malloc'd (caller frees). */
+sr_err sr_store_list_rollbacks(sr_store *st, sr_store_rollback_rec **out, size_t *n);
+
 /* Step log rows with from <= step < to, ordered by (step, var_id, pos).
  * *out malloc'd. */
 sr_err sr_store_read_log(sr_store *st, int64_t from, int64_t to, sr_store_contrib **out, size_t *n);
@@ -252,11 +309,20 @@ sr_err sr_store_read_log(sr_store *st, int64_t from, int64_t to, sr_store_contri
 sr_err sr_store_export(sr_store *st, const char *out_path, int64_t step);
 
 /* Integrity check (PRAGMA integrity_check) plus syncrep's own: every tensor
- * has every chunk at the right size for each retained checkpoint, the global
- * step equals the newest checkpoint, schema tables and meta present.  Writes
- * one line per problem into report (malloc'd, caller frees; "" if clean).
+ * has every chunk at the right size, matching its checksum, for each
+ * retained checkpoint, the global step equals the newest checkpoint, schema
+ * tables and meta present, the store not behind its mark (PATH-mark).
+ * Writes one line per problem into report (malloc'd, caller frees; "" if
+ * clean), then, when there was one, "retained steps: S ok, T corrupt, ...".
  * Returns SR_OK when clean, SR_ECORRUPT when a problem was found. */
 sr_err sr_store_verify(sr_store *st, char **report);
+
+/* Added (schema 3): the retained steps whose every chunk (of every tensor
+ * that existed then) is present and matches its checksum, ascending: the
+ * steps a coordinator can still restore.  Reads every chunk version once.
+ * *steps malloc'd (caller frees), *n set.  SR_OK even when some are not
+ * intact (sr_store_verify says why). */
+sr_err sr_store_intact_steps(sr_store *st, int64_t **steps, size_t *n);
 
 /* Process-wide counts of the WAL writes of every store connection: the
  * writes SQLite made, the writes that reached the file once the syncrep

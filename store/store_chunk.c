@@ -46,9 +46,8 @@ scratch_reserve(sr_store *st, size_t pairs)
     return SR_OK;
 }
 
-/* Point *blob at chunk_data row `data_id` (opening or moving the handle). */
-static sr_err
-blob_at(sr_store *st, sqlite3_blob **blob, int64_t data_id, int writable, size_t size)
+sr_err
+sr__store_blob_at(sr_store *st, sqlite3_blob **blob, int64_t data_id, int writable, size_t size)
 {
     int r = SQLITE_OK;
 
@@ -92,7 +91,7 @@ static sr_err
 blob_write_at(sr_store *st, sqlite3_blob **blob, int64_t data_id, size_t size, const uint8_t *src,
               size_t off, size_t len)
 {
-    sr_err rc = blob_at(st, blob, data_id, 1, size);
+    sr_err rc = sr__store_blob_at(st, blob, data_id, 1, size);
     int    r;
 
     if (rc == SR_OK &&
@@ -124,7 +123,14 @@ write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, const int64
     size_t        n = 0;
     int           r;
     int64_t       data_id = -1;
+    uint64_t      sum = 0;
 
+    /* The new version's checksum, in the same transaction as its bytes. */
+    if (src != NULL) {
+        sum = sr__store_sum(src, size);
+    } else if ((rc = sr__store_sum_zeros(size, &sum)) != SR_OK) {
+        return sr__store_ret(st, rc);
+    }
     if ((rc = sr__store_stmt(st, STMT_CHUNK_VERSIONS, &s)) != SR_OK) {
         return rc;
     }
@@ -153,6 +159,16 @@ write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, const int64
     }
     if (n > 0 && ver[2 * (n - 1)] == g) {
         data_id = ver[2 * (n - 1) + 1]; /* rewriting step g: in place */
+        if ((rc = sr__store_stmt(st, STMT_CHUNK_SUM, &s)) != SR_OK) {
+            return rc;
+        }
+        sqlite3_bind_int64(s, 1, tensor_id);
+        sqlite3_bind_int64(s, 2, idx);
+        sqlite3_bind_int64(s, 3, g);
+        sqlite3_bind_int64(s, 4, (sqlite3_int64)sum);
+        if ((rc = sr__store_run(st, s, "write chunk checksum")) != SR_OK) {
+            return rc;
+        }
     } else {
         for (size_t j = 0; j < n; j++) {
             int64_t hi = j + 1 < n ? ver[2 * (j + 1)] : INT64_MAX;
@@ -164,6 +180,7 @@ write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, const int64
                 sqlite3_bind_int64(s, 2, tensor_id);
                 sqlite3_bind_int64(s, 3, idx);
                 sqlite3_bind_int64(s, 4, ver[2 * j]);
+                sqlite3_bind_int64(s, 5, (sqlite3_int64)sum);
                 if ((rc = sr__store_run(st, s, "recycle chunk version")) != SR_OK) {
                     return rc;
                 }
@@ -188,6 +205,7 @@ write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, const int64
         sqlite3_bind_int64(s, 2, idx);
         sqlite3_bind_int64(s, 3, g);
         sqlite3_bind_int64(s, 4, data_id);
+        sqlite3_bind_int64(s, 5, (sqlite3_int64)sum);
         if ((rc = sr__store_run(st, s, "insert chunk version")) != SR_OK) {
             return rc;
         }
@@ -565,7 +583,10 @@ sr_store_set_ready(sr_store *st)
             rc = checkpoint_and_prune(st, g, oldest);
         }
     }
-    return sr__store_ret(st, sr__store_end(st, rc));
+    if ((rc = sr__store_end(st, rc)) == SR_OK) {
+        sr__store_mark_committed(st, g, 1, sr__store_wal_bytes(st));
+    }
+    return sr__store_ret(st, rc);
 }
 
 /* ---------------------------------------------------------------------------
@@ -785,6 +806,11 @@ sr_store_commit_step(sr_store *st, const sr_store_commit *c)
     if (rc == SR_OK && new_tensors) {
         sr__store_cache_drop(st);
     }
+    if (rc == SR_OK) {
+        /* After COMMIT returned: the mark never claims more than the store
+         * holds (store_mark.c). */
+        sr__store_mark_committed(st, c->global_step, 0, sr__store_wal_bytes(st));
+    }
     return sr__store_ret(st, rc);
 }
 
@@ -843,8 +869,9 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
     for (uint64_t i = 0; i < v->nchunks && rc == SR_OK; i++) {
         uint64_t off = i * v->v.chunk_bytes;
         uint64_t size = v->v.nbytes - off < v->v.chunk_bytes ? v->v.nbytes - off : v->v.chunk_bytes;
-        int64_t  data_id;
-        int      r;
+        int64_t  data_id, version;
+        uint64_t sum;
+        int      r, has_sum;
 
         if ((rc = sr__store_stmt(st, STMT_CHUNK_AT, &s)) != SR_OK) {
             break;
@@ -854,6 +881,9 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
         sqlite3_bind_int64(s, 3, at);
         r = sqlite3_step(s);
         data_id = sqlite3_column_int64(s, 0);
+        version = sqlite3_column_int64(s, 1);
+        has_sum = sqlite3_column_type(s, 2) != SQLITE_NULL;
+        sum = (uint64_t)sqlite3_column_int64(s, 2);
         sqlite3_reset(s);
         if (r == SQLITE_DONE) {
             rc = sr__store_fail(st, SR_ECORRUPT,
@@ -863,10 +893,21 @@ read_tx(sr_store *st, int64_t var_id, const char *slot, int64_t step, void *dst,
                                 (unsigned long long)i);
         } else if (r != SQLITE_ROW) {
             rc = sr__store_sqlerr(st, r, "read chunk version");
-        } else if ((rc = blob_at(st, &blob, data_id, 0, (size_t)size)) == SR_OK) {
+        } else if ((rc = sr__store_blob_at(st, &blob, data_id, 0, (size_t)size)) == SR_OK) {
             r = sqlite3_blob_read(blob, out + off, (int)size, 0);
             if (r != SQLITE_OK) {
                 rc = sr__store_sqlerr(st, r, "read chunk data");
+            } else if (!has_sum) {
+                rc = sr__store_fail(st, SR_ECORRUPT,
+                                    "%s: variable '%s' slot '%s' step %lld: chunk %llu (version "
+                                    "of step %lld) has no checksum",
+                                    st->path, v->v.name, slot, (long long)at, (unsigned long long)i,
+                                    (long long)version);
+            } else {
+                uint64_t got = sr__store_sum(out + off, (size_t)size);
+                if (got != sum) {
+                    rc = sr__store_sum_mismatch(st, v, t, i, at, version, sum, got);
+                }
             }
         }
     }
@@ -944,6 +985,11 @@ rewind_tx(sr_store *st, int64_t step)
                               "(current step %lld)",
                               st->path, (long long)step, (long long)g);
     }
+    /* The step rewound to becomes the state served: its bytes must be
+     * whole before anything newer is deleted (the transaction rolls back). */
+    if ((rc = sr__store_check_sums(st, step)) != SR_OK) {
+        return rc;
+    }
     for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
         if ((rc = exec_step(st, drop[i], step)) != SR_OK) {
             return rc;
@@ -1001,5 +1047,9 @@ sr_store_rewind(sr_store *st, int64_t step)
     rc = rewind_tx(st, step);
     rc = sr__store_end(st, rc);
     sr__store_cache_drop(st);
+    if (rc == SR_OK) {
+        /* The one legitimate way back: the mark follows it. */
+        sr__store_mark_reset(st, step, st->mark.ready, st->mark.incarnation);
+    }
     return sr__store_ret(st, rc);
 }

@@ -8,7 +8,8 @@
  * the step's critical path once every 31 steps of a 16 MiB model
  * (docs/store.md, "Checkpoints").  Here the commit's WAL hook only asks:
  *
- *   1. the WAL holds T frames (wal_checkpoint_bytes / page size) or more and
+ *   1. the WAL holds T frames (wal_checkpoint_bytes / page size; by default
+ *      16 x the largest commit, within 8..512 MiB: auto_limit) or more and
  *      the thread is idle: the thread runs a PASSIVE checkpoint on its own
  *      connection (it copies what the WAL held when it started; commits go on
  *      meanwhile and append);
@@ -49,11 +50,15 @@ struct store_ckpt {
     int                 started; /* the thread exists (started on first need) */
     int                 state;   /* CK_*; the thread runs a pass while RUNNING */
     int                 stop;
-    int                 no_thread;     /* inline mode, or the thread could not start */
-    sqlite3            *db;            /* the thread's connection (its own) */
-    int64_t             done_ckpt;     /* frames the last pass had copied (its pnCkpt) */
-    int                 done_rc;       /* the last pass's SQLite result */
-    int64_t             frames;        /* T */
+    int                 no_thread;  /* inline mode, or the thread could not start */
+    sqlite3            *db;         /* the thread's connection (its own) */
+    int64_t             done_ckpt;  /* frames the last pass had copied (its pnCkpt) */
+    int                 done_rc;    /* the last pass's SQLite result */
+    int64_t             frames;     /* T (committer only when auto) */
+    int                 auto_limit; /* T follows the commits (wal_checkpoint_bytes 0) */
+    int64_t             min_frames; /* auto: T's bounds */
+    int64_t             max_frames;
+    int64_t             big_commit;    /* auto, committer only: the largest commit's frames */
     int64_t             last_frame;    /* committer only: the WAL's frames at the last hook */
     int64_t             commit_frames; /* committer only: frames of the last commit */
     sr_store_ckpt_stats stats;
@@ -194,6 +199,22 @@ checkpoint_here(sr_store *st, store_ckpt *ck, int waited)
     pthread_mutex_unlock(&ck->mu);
 }
 
+/* The automatic limit: T = SR_STORE_WAL_COMMITS x the largest commit so far,
+ * within [min_frames, max_frames].  A small model's WAL is copied into the
+ * file every ~16 commits (so losing the -wal loses at most about that
+ * many), a big one keeps the cap that makes checkpoints cheap (pages
+ * rewritten by several commits are copied once).  Committer only. */
+static void
+auto_limit(store_ckpt *ck)
+{
+    if (ck->commit_frames <= ck->big_commit) {
+        return;
+    }
+    ck->big_commit = ck->commit_frames;
+    int64_t t = SR_STORE_WAL_COMMITS * ck->big_commit;
+    ck->frames = t < ck->min_frames ? ck->min_frames : t > ck->max_frames ? ck->max_frames : t;
+}
+
 static int
 wal_hook(void *p, sqlite3 *db, const char *name, int nframe)
 {
@@ -205,6 +226,9 @@ wal_hook(void *p, sqlite3 *db, const char *name, int nframe)
 
     ck->commit_frames = n > ck->last_frame ? n - ck->last_frame : n;
     ck->last_frame = n;
+    if (ck->auto_limit) {
+        auto_limit(ck);
+    }
     pthread_mutex_lock(&ck->mu);
     ck->stats.wal_frames = (uint64_t)n;
     if ((uint64_t)n > ck->stats.max_frames) {
@@ -258,7 +282,8 @@ wal_hook(void *p, sqlite3 *db, const char *name, int nframe)
 sr_err
 sr__store_ckpt_setup(sr_store *st, int64_t page_size)
 {
-    int64_t frames = st->opts.wal_checkpoint_bytes / (page_size > 0 ? page_size : 4096);
+    int64_t page = page_size > 0 ? page_size : 4096;
+    int64_t frames = st->opts.wal_checkpoint_bytes / page;
     frames = frames < 16 ? 16 : frames > INT32_MAX ? INT32_MAX : frames;
 
     store_ckpt *ck = calloc(1, sizeof(*ck));
@@ -268,6 +293,12 @@ sr__store_ckpt_setup(sr_store *st, int64_t page_size)
     pthread_mutex_init(&ck->mu, NULL);
     pthread_cond_init(&ck->cv, NULL);
     ck->frames = frames;
+    if (st->opts.wal_checkpoint_bytes == 0) {
+        ck->auto_limit = 1;
+        ck->min_frames = SR_STORE_WAL_MIN_BYTES / page;
+        ck->max_frames = SR_STORE_WAL_MAX_BYTES / page;
+        ck->frames = ck->min_frames; /* until the first commit says more */
+    }
     ck->no_thread = st->opts.checkpoint_inline;
     st->ckpt = ck;
     sqlite3_wal_hook(st->db, wal_hook, st);
@@ -295,6 +326,12 @@ sr__store_ckpt_stop(sr_store *st)
     pthread_mutex_destroy(&ck->mu);
     free(ck);
     st->ckpt = NULL;
+}
+
+int64_t
+sr__store_ckpt_wal_frames(const sr_store *st)
+{
+    return st->ckpt != NULL ? st->ckpt->last_frame : 0;
 }
 
 void

@@ -18,8 +18,16 @@
 #define SR_STORE_FORMAT "syncrep-store"
 /* New files get this page size (set before the first table exists). */
 #define SR_STORE_PAGE_SIZE 65536
-/* Default sr_store_opts.wal_checkpoint_bytes. */
-#define SR_STORE_DEFAULT_WAL_BYTES ((int64_t)512 << 20)
+/* The largest user_version read as a newer build's schema; above it (or
+ * negative) the header is damaged. */
+#define SR_STORE_MAX_SCHEMA_VERSION 1000
+/* sr_store_opts.wal_checkpoint_bytes = 0 (the default) ties the WAL's limit
+ * to the commits: SR_STORE_WAL_COMMITS times the largest commit's WAL
+ * bytes, at least SR_STORE_WAL_MIN_BYTES, at most SR_STORE_WAL_MAX_BYTES
+ * (store_ckpt.c, docs/store.md "Checkpoints"). */
+#define SR_STORE_WAL_COMMITS   16
+#define SR_STORE_WAL_MIN_BYTES ((int64_t)8 << 20)
+#define SR_STORE_WAL_MAX_BYTES ((int64_t)512 << 20)
 /* Largest chunk: SQLite's blob limit is 1e9 bytes; keep well below it. */
 #define SR_STORE_MAX_CHUNK_BYTES (256u << 20)
 
@@ -39,6 +47,8 @@ int sr__store_vfs_init(void);
 typedef struct store_ckpt store_ckpt;
 sr_err                    sr__store_ckpt_setup(sr_store *st, int64_t page_size);
 void                      sr__store_ckpt_stop(sr_store *st);
+/* The frames the WAL held after the handle's last commit (0: none known). */
+int64_t sr__store_ckpt_wal_frames(const sr_store *st);
 
 /* Cached statements.  Prepared once (SQLITE_PREPARE_PERSISTENT) on first use
  * and reused: the commit loop never calls sqlite3_prepare. */
@@ -60,11 +70,12 @@ typedef enum {
     STMT_CKPT_PUT,       /* ?1 step, ?2 created_ms */
     STMT_CKPT_PRUNE,     /* drop checkpoints < ?1 */
     STMT_CHUNK_VERSIONS, /* ?1 tensor, ?2 idx -> (step, data_id) ascending */
-    STMT_CHUNK_RESTEP,   /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step */
-    STMT_CHUNK_INSERT,   /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id */
+    STMT_CHUNK_RESTEP,   /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step, ?5 sum */
+    STMT_CHUNK_INSERT,   /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id, ?5 sum */
+    STMT_CHUNK_SUM,      /* rewrite in place: ?1 tensor, ?2 idx, ?3 step, ?4 sum */
     STMT_DATA_INSERT,    /* zeroblob(?1) -> rowid */
     STMT_VERSION_PRUNE,  /* drop versions no retained step >= ?1 needs */
-    STMT_CHUNK_AT,       /* ?1 tensor, ?2 idx, ?3 step -> newest data_id <= step */
+    STMT_CHUNK_AT,       /* ?1 tensor, ?2 idx, ?3 step -> newest (data_id, step, sum) <= step */
     STMT_WORKER_UPSERT,
     STMT_LOG_PUT,
     STMT_COUNT
@@ -92,6 +103,16 @@ typedef struct {
     int64_t created_step; /* first step it was written at */
 } store_tensor;
 
+/* The mark record (store_mark.c). */
+typedef struct {
+    uint64_t seq;         /* newer record = larger seq; slot seq % 2 */
+    int64_t  store_id;    /* meta 'store_id' of the store it belongs to */
+    int64_t  step;        /* the committed step it vouches for */
+    uint64_t incarnation; /* the incarnation that wrote it */
+    uint64_t wal_bytes;   /* the -wal's length after that commit (0: checkpointed) */
+    int      ready;       /* the model was marked ready */
+} store_mark;
+
 struct sr_store {
     sqlite3      *db;
     char         *path;             /* as given to sr_store_open */
@@ -100,6 +121,8 @@ struct sr_store {
     char          errmsg[1024];     /* last failure text ("" if none) */
     sr_err        sticky;           /* != SR_OK: state in doubt, refuse all */
     int           in_write;         /* the open transaction is BEGIN IMMEDIATE */
+    int           marked;           /* read-write and keeps PATH-mark (store_mark.c) */
+    int           created;          /* this open created the file (a new store) */
     store_ckpt   *ckpt;             /* background checkpoint; NULL if none */
 
     /* Variable/tensor cache, sorted by id and (var_id, slot).  Dropped after
@@ -121,6 +144,16 @@ struct sr_store {
     int64_t      usable; /* page size less reserved bytes (0: unknown, read-only) */
     void        *keys;   /* duplicate-tensor check, keys_cap bytes */
     size_t       keys_cap;
+    uint8_t     *sumbuf; /* 1 MiB for streamed checksums (store_sum.c); NULL until used */
+    int64_t      page_size;
+
+    /* The mark (store_mark.c). */
+    int               mark_fd;          /* PATH-mark, read-write handles; -1 if none */
+    int               mark_created;     /* this open created PATH-mark */
+    store_mark        mark;             /* the record last written or read */
+    sr_store_rollback rb;               /* what the open found */
+    int64_t           wal_size_at_open; /* PATH-wal's size before SQLite opened it; -1 none */
+    int               shm_at_open;      /* PATH-shm existed before SQLite opened the store */
 };
 
 /* --- store.c --------------------------------------------------------- */
@@ -197,6 +230,53 @@ sr_err sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_i
                               const uint8_t *dirty, int64_t g, const int64_t *keep, size_t nkeep);
 /* Write the queued chunk bytes (and empty the queue). */
 sr_err sr__store_write_bytes(sr_store *st);
+/* Point *blob at chunk_data row `data_id` (opening or moving the handle),
+ * checking that it is `size` bytes (else SR_ECORRUPT). */
+sr_err sr__store_blob_at(sr_store *st, sqlite3_blob **blob, int64_t data_id, int writable,
+                         size_t size);
+
+/* --- store_sum.c ----------------------------------------------------- */
+
+/* XXH3_64bits of len bytes at p: a chunk version's checksum (chunk.sum). */
+uint64_t sr__store_sum(const void *p, size_t len);
+/* The checksum of len zero bytes (a zeroblob version), streamed (SR_ENOMEM
+ * if the hash state cannot be allocated). */
+sr_err sr__store_sum_zeros(size_t len, uint64_t *out);
+/* The checksum of the `size` bytes of chunk_data row data_id, read through
+ * *blob 1 MiB at a time. */
+sr_err sr__store_blob_sum(sr_store *st, sqlite3_blob **blob, int64_t data_id, size_t size,
+                          uint64_t *out);
+/* SR_ECORRUPT "variable V slot S step AT: chunk I (version of step VER)
+ * fails its checksum (stored, computed)". */
+sr_err sr__store_sum_mismatch(sr_store *st, const store_var *v, const store_tensor *t, uint64_t idx,
+                              int64_t at, int64_t version, uint64_t stored, uint64_t computed);
+/* Check the bytes of every chunk version that step `step` reads (step >= 0),
+ * or of every version (step == -1), against their sums; the first bad one is
+ * SR_ECORRUPT (as sr__store_sum_mismatch).  Inside a transaction. */
+sr_err sr__store_check_sums(sr_store *st, int64_t step);
+
+/* --- store_mark.c ---------------------------------------------------- */
+
+/* Read PATH-mark: *state SR_STORE_MARK_OK (into *out), _MISSING or _DAMAGED.
+ * Fails only when the file exists and cannot be read. */
+sr_err sr__store_mark_read(const char *path, store_mark *out, int *state);
+/* Precheck, the store file missing and to be created: a valid mark means a
+ * store was lost here: SR_EROLLBACK unless accept_rollback. */
+sr_err sr__store_mark_precheck_missing(sr_store *st);
+/* After identity and quick_check, before any write: the mark (read first)
+ * against the store; fills st->rb; read-write and behind: SR_EROLLBACK
+ * unless accept_rollback.  `empty`: a new store. */
+sr_err sr__store_mark_check(sr_store *st, int empty);
+/* Read-write handles, after the migrations: open (create) PATH-mark and
+ * write a fresh record if it was missing, unreadable or another store's. */
+sr_err sr__store_mark_open(sr_store *st);
+void   sr__store_mark_close(sr_store *st);
+/* After a successful COMMIT: the mark vouches for max(mark, step). */
+void sr__store_mark_committed(sr_store *st, int64_t step, int ready, uint64_t wal_bytes);
+/* After a rewind or an accepted rollback: the mark becomes exactly this. */
+void sr__store_mark_reset(sr_store *st, int64_t step, int ready, uint64_t incarnation);
+/* The -wal's expected length after the last commit (for the mark). */
+uint64_t sr__store_wal_bytes(const sr_store *st);
 
 /* --- store_verify.c -------------------------------------------------- */
 

@@ -11,29 +11,32 @@
  *
  * Schema versions (PRAGMA user_version) and the migrations between them:
  *
- *     empty (0) --migrate_0_1--> 1 --migrate_1_2--> 2 --migrate_2_3 (future)--> ...
+ *     empty (0) --migrate_0_1--> 1 --migrate_1_2--> 2 --migrate_2_3--> 3 --(future)--> ...
  *
  *   state      user_version  contents                          who moves it
- *   empty      0             0-byte file we created / found     migrate_0_1
+ *   empty      0             0-byte file we created             migrate_0_1
  *   v1         1             the tables of schema_v1 below      migrate_1_2
- *   v2         2             step_log gains `part` (partitions)  (current)
- *   newer      > N           refused: SR_EVERSION, nothing written
+ *   v2         2             step_log gains `part` (partitions)  migrate_2_3
+ *   v3         3             chunk.sum, meta store_id, rollback  (current)
+ *   newer      N+1..1000     refused: SR_EVERSION, nothing written
+ *   absurd     > 1000, < 0   a damaged header: SR_ECORRUPT
  *
- * Each migration k -> k+1 runs in its own BEGIN IMMEDIATE transaction that
- * also sets user_version = k+1, so a crash leaves version k or k+1, never a
- * half-migrated file.  Invariant on exit of sr__store_setup (read-write):
- * user_version == SR_STORE_SCHEMA_VERSION, journal_mode == WAL.
- * See docs/store.md.
+ * Each migration k -> k+1 also sets user_version = k+1; all pending ones run
+ * in one BEGIN IMMEDIATE transaction, so a crash or a failure leaves the
+ * version the file had, never a half-migrated file.  Invariant on exit of sr__store_setup
+ * (read-write): user_version == SR_STORE_SCHEMA_VERSION, journal_mode == WAL. See docs/store.md.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/mem.h"
 #include "store/store_int.h"
 
 typedef struct {
@@ -151,9 +154,132 @@ migrate_1_2(sr_store *st)
                               "ALTER TABLE step_log2 RENAME TO step_log;");
 }
 
+/* A random 63-bit id naming this store (meta 'store_id'): the mark beside
+ * the store (store_mark.c) says which store it belongs to. */
+static int64_t
+random_store_id(void)
+{
+    uint64_t v = 0;
+
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
+        /* No entropy source: the clock and the pid, mixed (splitmix64). */
+        v = (uint64_t)sr_clock_now_ns() ^ ((uint64_t)getpid() << 32);
+        v += 0x9e3779b97f4a7c15ull;
+        v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+        v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+        v ^= v >> 31;
+    }
+    v &= (uint64_t)INT64_MAX;
+    return v != 0 ? (int64_t)v : 1;
+}
+
+/* One chunk version of a schema-2 store, to be given its checksum. */
+typedef struct {
+    int64_t tensor_id, idx, step, data_id, len;
+} old_version;
+
+static sr_err
+collect_versions(sr_store *st, old_version **out, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    old_version  *a = NULL;
+    size_t        cnt = 0, cap = 0;
+    int           r;
+
+    r = sqlite3_prepare_v2(st->db,
+                           "SELECT c.tensor_id, c.idx, c.step, c.data_id,"
+                           " length(CAST(d.data AS BLOB)) FROM chunk c"
+                           " JOIN chunk_data d ON d.id = c.data_id",
+                           -1, &s, NULL);
+    if (r != SQLITE_OK) {
+        return sr__store_sqlerr(st, r, "read chunk versions");
+    }
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+        old_version *p = cnt < cap ? a : sr_grow_array(a, &cap, cnt + 1, sizeof(*a));
+        if (p == NULL) {
+            sqlite3_finalize(s);
+            free(a);
+            return sr__store_fail(st, SR_ENOMEM, "%zu chunk versions", cnt + 1);
+        }
+        a = p;
+        a[cnt++] = (old_version){sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),
+                                 sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3),
+                                 sqlite3_column_int64(s, 4)};
+    }
+    sqlite3_finalize(s);
+    if (r != SQLITE_DONE) {
+        free(a);
+        return sr__store_sqlerr(st, r, "read chunk versions");
+    }
+    *out = a;
+    *n = cnt;
+    return SR_OK;
+}
+
+/* Every existing chunk version gets the checksum of the bytes it holds (the
+ * migration reads every blob once).  A version whose data row is missing or
+ * whose pages SQLite finds damaged keeps no sum: every read of it and verify
+ * report that ("has no checksum"), and the open does not fail on a blob that
+ * only some retained step needs (an earlier migration step may already have
+ * committed: a refusal here would not leave the file as it was anyway). */
+static sr_err
+sum_versions(sr_store *st)
+{
+    old_version  *a = NULL;
+    size_t        n = 0;
+    sqlite3_blob *blob = NULL;
+    sqlite3_stmt *s;
+    sr_err        rc;
+
+    if ((rc = collect_versions(st, &a, &n)) != SR_OK) {
+        return rc;
+    }
+    for (size_t i = 0; i < n && rc == SR_OK; i++) {
+        uint64_t sum = 0;
+        if ((rc = sr__store_blob_sum(st, &blob, a[i].data_id, (size_t)a[i].len, &sum)) ==
+            SR_ECORRUPT) {
+            rc = SR_OK;
+            continue;
+        }
+        if (rc != SR_OK || (rc = sr__store_stmt(st, STMT_CHUNK_SUM, &s)) != SR_OK) {
+            break;
+        }
+        sqlite3_bind_int64(s, 1, a[i].tensor_id);
+        sqlite3_bind_int64(s, 2, a[i].idx);
+        sqlite3_bind_int64(s, 3, a[i].step);
+        sqlite3_bind_int64(s, 4, (sqlite3_int64)sum);
+        rc = sr__store_run(st, s, "write chunk checksum");
+    }
+    sqlite3_blob_close(blob);
+    free(a);
+    return rc;
+}
+
+/* Schema 3: chunk versions carry checksums (store_sum.c), the store has an
+ * id (for its mark, store_mark.c), and accepted rollbacks are recorded. */
+static sr_err
+migrate_2_3(sr_store *st)
+{
+    sr_err rc;
+
+    if ((rc = sr__store_exec(st, "ALTER TABLE chunk ADD COLUMN sum INTEGER;"
+                                 "CREATE TABLE rollback("
+                                 " id INTEGER PRIMARY KEY,"
+                                 " incarnation INTEGER NOT NULL,"
+                                 " from_step INTEGER NOT NULL,"
+                                 " to_step INTEGER NOT NULL,"
+                                 " at_ms INTEGER NOT NULL,"
+                                 " cause TEXT NOT NULL DEFAULT '');")) != SR_OK ||
+        (rc = sr__store_meta_set_i64(st, "store_id", random_store_id())) != SR_OK) {
+        return rc;
+    }
+    return sum_versions(st);
+}
+
 static const migration migrations[] = {
     {0, "create the schema", migrate_0_1},
     {1, "step log partitions", migrate_1_2},
+    {2, "chunk checksums, store id, rollbacks", migrate_2_3},
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SR_STORE_SCHEMA_VERSION,
@@ -212,6 +338,40 @@ create_file(sr_store *st, int *created)
     return SR_OK;
 }
 
+/* The user_version a file carries (in its raw header or through SQLite):
+ * ours or older is fine, a small number above ours a newer build's
+ * (SR_EVERSION), anything else a damaged header (SR_ECORRUPT). */
+static sr_err
+check_version(sr_store *st, int64_t v, const char *where)
+{
+    if (v < 0 || v > SR_STORE_MAX_SCHEMA_VERSION) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "%s: damaged header (%s): user_version %lld is not a schema "
+                              "version (this build's is %d)",
+                              st->path, where, (long long)v, SR_STORE_SCHEMA_VERSION);
+    }
+    if (v > SR_STORE_SCHEMA_VERSION) {
+        return sr__store_fail(st, SR_EVERSION,
+                              "%s: schema version %lld is newer than this build's %d", st->path,
+                              (long long)v, SR_STORE_SCHEMA_VERSION);
+    }
+    return SR_OK;
+}
+
+/* PATH-wal's size before SQLite opens (and may create or replay) it: what
+ * a rollback message says about the -wal (store_mark.c). */
+static void
+record_wal_size(sr_store *st)
+{
+    char        wal[4096 + 8];
+    struct stat sb;
+
+    snprintf(wal, sizeof(wal), "%s-wal", st->path);
+    st->wal_size_at_open = stat(wal, &sb) == 0 ? (int64_t)sb.st_size : -1;
+    snprintf(wal, sizeof(wal), "%s-shm", st->path);
+    st->shm_at_open = stat(wal, &sb) == 0;
+}
+
 sr_err
 sr__store_precheck(sr_store *st, int *created, int *empty)
 {
@@ -224,6 +384,7 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
 
     *created = 0;
     *empty = 0;
+    record_wal_size(st);
     if (stat(st->path, &sb) != 0) {
         int e = errno;
         if (e != ENOENT) {
@@ -233,6 +394,10 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
         if (!st->opts.create) {
             return sr__store_fail(st, SR_ENOENT, "%s: no such store%s", st->path,
                                   st->opts.readonly ? "" : " (create not requested)");
+        }
+        /* Before creating anything: did a store live here? */
+        if ((rc = sr__store_mark_precheck_missing(st)) != SR_OK) {
+            return rc;
         }
         if ((rc = create_file(st, created)) != SR_OK) {
             return rc;
@@ -263,15 +428,27 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
         return rc;
     }
     if (n == 0) {
-        if (!st->opts.create) {
-            return sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (empty file)",
-                                  st->path);
+        /* Only a file this open created is a new store: an empty file found
+         * at the path may be a store that lost its contents, and making a
+         * new one there would hide that. */
+        if (!*created) {
+            return sr__store_fail(st, SR_ECORRUPT,
+                                  "not a syncrep store: %s (empty file, 0 bytes%s)", st->path,
+                                  st->opts.create ? "; remove it to create a new store there" : "");
         }
         *empty = 1;
         return SR_OK;
     }
-    if (n < (ssize_t)sizeof(hdr) || memcmp(hdr, magic, sizeof(magic)) != 0) {
-        return sr__store_fail(st, SR_ECORRUPT, "not a syncrep store: %s (not an SQLite database)",
+    if (n < (ssize_t)sizeof(hdr)) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "not a syncrep store: %s (not an SQLite database: %zd bytes, "
+                              "shorter than its 100-byte header)",
+                              st->path, n);
+    }
+    if (memcmp(hdr, magic, sizeof(magic)) != 0) {
+        return sr__store_fail(st, SR_ECORRUPT,
+                              "not a syncrep store: %s (not an SQLite database: the header's "
+                              "magic string at offset 0 is wrong)",
                               st->path);
     }
     if (be32(hdr + 68) != SR_STORE_APP_ID) {
@@ -280,10 +457,8 @@ sr__store_precheck(sr_store *st, int *created, int *empty)
                               "want 0x%08x)",
                               st->path, be32(hdr + 68), SR_STORE_APP_ID);
     }
-    if (be32(hdr + 60) > SR_STORE_SCHEMA_VERSION) {
-        return sr__store_fail(st, SR_EVERSION,
-                              "%s: schema version %u is newer than this build's %d", st->path,
-                              be32(hdr + 60), SR_STORE_SCHEMA_VERSION);
+    if ((rc = check_version(st, (int32_t)be32(hdr + 60), "header")) != SR_OK) {
+        return rc;
     }
     /* Text encoding (offset 56): syncrep writes UTF-8 only, and its text
      * handling (configs, names, the tensor cache's order) assumes it. */
@@ -314,10 +489,8 @@ check_identity(sr_store *st, int64_t *version)
     if ((rc = sr__store_query_i64(st, "PRAGMA user_version", version)) != SR_OK) {
         return rc;
     }
-    if (*version > SR_STORE_SCHEMA_VERSION) {
-        return sr__store_fail(st, SR_EVERSION,
-                              "%s: schema version %lld is newer than this build's %d", st->path,
-                              (long long)*version, SR_STORE_SCHEMA_VERSION);
+    if ((rc = check_version(st, *version, "user_version")) != SR_OK) {
+        return rc;
     }
     if (*version == 0) {
         return SR_OK; /* empty: migrate_0_1 checks that there are no tables */
@@ -380,30 +553,15 @@ quick_check(sr_store *st)
     return SR_OK;
 }
 
+/* Run migrations[v], v+1, ... up to this build's version, inside the
+ * caller's write transaction. */
 static sr_err
-migrate(sr_store *st)
+migrate_from(sr_store *st, int64_t v)
 {
-    int64_t v = 0;
-    sr_err  rc;
-    char    sql[64];
+    sr_err rc = SR_OK;
+    char   sql[64];
 
-    for (;;) {
-        if ((rc = sr__store_begin_write(st)) != SR_OK) {
-            return rc;
-        }
-        /* Read inside the write lock: another process may have migrated. */
-        if ((rc = sr__store_query_i64(st, "PRAGMA user_version", &v)) != SR_OK) {
-            return sr__store_end(st, rc);
-        }
-        if (v >= SR_STORE_SCHEMA_VERSION) {
-            return sr__store_end(st, v == SR_STORE_SCHEMA_VERSION
-                                         ? SR_OK
-                                         : sr__store_fail(st, SR_EVERSION,
-                                                          "%s: schema version %lld is newer than "
-                                                          "this build's %d",
-                                                          st->path, (long long)v,
-                                                          SR_STORE_SCHEMA_VERSION));
-        }
+    for (; v < SR_STORE_SCHEMA_VERSION && rc == SR_OK; v++) {
         SR_ASSERT(migrations[v].from == v);
         rc = migrations[v].fn(st);
         if (rc == SR_OK) {
@@ -417,10 +575,33 @@ migrate(sr_store *st)
                     (long long)(v + 1), migrations[v].what, keep);
             sr__store_ret(st, rc);
         }
-        if ((rc = sr__store_end(st, rc)) != SR_OK) {
-            return rc;
-        }
     }
+    return rc;
+}
+
+/* Every pending migration in one BEGIN IMMEDIATE transaction: a crash or a
+ * failure in any step leaves the version the file had (a refused open
+ * changes nothing, even when a later step finds a damaged page). */
+static sr_err
+migrate(sr_store *st)
+{
+    int64_t v = 0;
+    sr_err  rc;
+
+    if ((rc = sr__store_begin_write(st)) != SR_OK) {
+        return rc;
+    }
+    /* Read inside the write lock: another process may have migrated. */
+    if ((rc = sr__store_query_i64(st, "PRAGMA user_version", &v)) != SR_OK) {
+        return sr__store_end(st, rc);
+    }
+    if (v > SR_STORE_SCHEMA_VERSION) {
+        return sr__store_end(st, sr__store_fail(st, SR_EVERSION,
+                                                "%s: schema version %lld is newer than this "
+                                                "build's %d",
+                                                st->path, (long long)v, SR_STORE_SCHEMA_VERSION));
+    }
+    return sr__store_end(st, migrate_from(st, v));
 }
 
 static sr_err
@@ -468,6 +649,7 @@ setup_checkpoints(sr_store *st)
         reserve = 0;
     }
     st->usable = page - reserve;
+    st->page_size = page;
     return sr__store_ckpt_setup(st, page);
 }
 
@@ -485,6 +667,11 @@ sr__store_setup(sr_store *st, int empty)
         if (!st->opts.skip_quick_check && (rc = quick_check(st)) != SR_OK) {
             return rc;
         }
+    }
+    /* The mark before any write (a refused rollback changes nothing). */
+    if ((st->marked || st->opts.readonly) &&
+        (rc = sr__store_mark_check(st, empty || version == 0)) != SR_OK) {
+        return rc;
     }
     if (st->opts.readonly) {
         if (version < SR_STORE_SCHEMA_VERSION) {

@@ -613,8 +613,8 @@ wait_children(bench *b, const pid_t *pids, int n, int timeout_ms, pid_t watch, c
 static void
 remove_run_files(const char *dir, const char *stem)
 {
-    static const char *const sfx[] = {".db",      ".db-wal", ".db-shm", ".db-journal",
-                                      ".db-lock", ".sock",   ".log"};
+    static const char *const sfx[] = {".db",      ".db-wal",  ".db-shm", ".db-journal",
+                                      ".db-lock", ".db-mark", ".sock",   ".log"};
     char                     p[400];
     for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
         snprintf(p, sizeof(p), "%s/%s%s", dir, stem, sfx[i]);

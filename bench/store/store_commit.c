@@ -6,7 +6,11 @@
  * >= 0.7 for 16 MiB at FULL).
  *
  *   store_commit [--dir DIR] [--reps N] [--wal-mib M] [--checkpoint inline|thread]
- *                [--json FILE]
+ *                [--size-kib K] [--page-kib P] [--json FILE]
+ *
+ * load(ms) is the median time of reading every variable back at the latest
+ * step after the timed commits (a coordinator's start, with the chunks'
+ * checksums verified).
  *
  * Steady state is what a training run sees, so the timed commits come after
  * warm-up commits that fill the WAL twice (versions recycled, the -wal file
@@ -38,16 +42,19 @@
 static int ckpt_thread; /* --checkpoint thread */
 
 typedef struct {
-    unsigned size_mib;
-    int      sync;
-    int      commits;    /* timed commits */
-    double   commit_ms;  /* median */
-    double   store_mb_s; /* from the median */
-    double   sustained_mb_s;
-    double   raw_ms; /* median */
-    double   raw_mb_s;
-    double   ratio; /* store_mb_s / raw_mb_s */
+    size_t size_kib;
+    int    sync;
+    int    commits;    /* timed commits */
+    double commit_ms;  /* median */
+    double store_mb_s; /* from the median */
+    double sustained_mb_s;
+    double raw_ms; /* median */
+    double raw_mb_s;
+    double ratio;   /* store_mb_s / raw_mb_s */
+    double load_ms; /* median of reading every variable back (latest step) */
 } result;
+
+static int page_kib; /* --page-kib: the store's page size; 0 = its default */
 
 static int
 cmp_double(const void *a, const void *b)
@@ -66,7 +73,7 @@ median(double *v, int n)
 static void
 rm_store(const char *path)
 {
-    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+    static const char *const sfx[] = {"", "-wal", "-shm", "-journal", "-mark"};
     char                     p[1200];
     for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
         snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
@@ -118,21 +125,45 @@ bench_raw(const char *dir, const uint8_t *buf, size_t nbytes, int reps, double *
     return 0;
 }
 
+/* The median time of reading every variable back at the latest step (what
+ * a coordinator's start does), into dst. */
 static int
-bench_store(const char *dir, unsigned size_mib, int sync, int64_t wal_bytes, uint8_t *buf, int reps,
+bench_load(sr_store *st, const sr_store_tensor *t, size_t nvars, uint8_t *dst, double *ms_out)
+{
+    double ms[9];
+
+    for (int r = 0; r < 9; r++) {
+        int64_t t0 = sr_clock_now_ns();
+        for (size_t i = 0; i < nvars; i++) {
+            sr_err rc = sr_store_read_tensor(st, t[i].var_id, "", -1, dst, t[i].len_bytes);
+            if (rc != SR_OK) {
+                fprintf(stderr, "# load: %s: %s\n", sr_strerror(rc), sr_errdetail());
+                return -1;
+            }
+        }
+        ms[r] = (double)(sr_clock_now_ns() - t0) / 1e6;
+    }
+    *ms_out = median(ms, 9);
+    return 0;
+}
+
+static int
+bench_store(const char *dir, size_t nbytes, int sync, int64_t wal_bytes, uint8_t *buf, int reps,
             result *res)
 {
     char             path[1100];
-    size_t           nbytes = (size_t)size_mib * MIB;
     size_t           nvars = (nbytes + VAR_BYTES - 1) / VAR_BYTES;
     sr_store_opts    o;
     sr_store        *st = NULL;
     sr_store_tensor *t = calloc(nvars, sizeof(*t));
-    int64_t          cycle = (wal_bytes + (int64_t)nbytes - 1) / (int64_t)nbytes;
-    int              warm = cycle * 2 > KEEP + 1 ? (int)cycle * 2 : KEEP + 1;
-    double          *ms;
-    double           total_ms = 0;
-    sr_err           rc = SR_OK;
+    /* 0: the store's automatic limit, about 16 commits (8..512 MiB). */
+    int64_t eff = wal_bytes > 0 ? wal_bytes : 16 * (int64_t)nbytes;
+    eff = wal_bytes > 0 ? eff : eff < (8 << 20) ? (8 << 20) : eff > (512 << 20) ? (512 << 20) : eff;
+    int64_t cycle = (eff + (int64_t)nbytes - 1) / (int64_t)nbytes;
+    int     warm = cycle * 2 > KEEP + 1 ? (int)cycle * 2 : KEEP + 1;
+    double *ms;
+    double  total_ms = 0;
+    sr_err  rc = SR_OK;
 
     reps = reps > cycle ? reps : (int)cycle;
     ms = calloc((size_t)reps, sizeof(*ms));
@@ -145,6 +176,7 @@ bench_store(const char *dir, unsigned size_mib, int sync, int64_t wal_bytes, uin
     o.keep_checkpoints = KEEP;
     o.wal_checkpoint_bytes = wal_bytes;
     o.checkpoint_inline = !ckpt_thread;
+    o.page_size = page_kib * 1024;
     if (t == NULL || ms == NULL || (rc = sr_store_open(path, &o, &st)) != SR_OK) {
         fprintf(stderr, "# open %s: %s: %s\n", path, sr_strerror(rc), sr_errdetail());
         goto fail;
@@ -180,10 +212,13 @@ bench_store(const char *dir, unsigned size_mib, int sync, int64_t wal_bytes, uin
             total_ms += ms[r];
         }
     }
+    if (bench_load(st, t, nvars, buf + 64 * MIB, &res->load_ms) != 0) {
+        goto fail;
+    }
     sr_store_close(st);
     st = NULL;
     rm_store(path);
-    res->size_mib = size_mib;
+    res->size_kib = nbytes >> 10;
     res->sync = sync;
     res->commits = reps;
     res->sustained_mb_s = (double)nbytes * reps / 1e6 / (total_ms / 1e3);
@@ -205,32 +240,34 @@ usage(FILE *f)
 {
     fprintf(
         f, "usage: store_commit [--dir DIR] [--reps N] [--wal-mib M] [--checkpoint inline|thread]\n"
-           "                    [--json FILE]\n"
+           "                    [--size-kib K] [--page-kib P] [--json FILE]\n"
            "  --dir DIR    where the store and raw files go (default: a temp dir under\n"
            "               $TMPDIR or /tmp, removed afterwards)\n"
            "  --reps N     at least N timed commits per configuration (default 9;\n"
            "               more when a WAL checkpoint cycle needs more)\n"
-           "  --wal-mib M  sr_store_opts.wal_checkpoint_bytes in MiB (default: the\n"
-           "               store's default, 512)\n"
+           "  --wal-mib M  sr_store_opts.wal_checkpoint_bytes in MiB; 0 = the store's\n"
+           "               automatic limit (16 x a commit, 8..512 MiB) (default 512)\n"
            "  --checkpoint inline|thread\n"
            "               who runs the WAL checkpoints: the commits (default, so that\n"
            "               \"sustained\" includes them) or the store's thread (then\n"
            "               they overlap the timed commits and may outlast them)\n"
+           "  --size-kib K one model of K KiB instead of 1, 16 and 64 MiB\n"
+           "  --page-kib P the store's page size in KiB (default: the store's, 64)\n"
            "  --json FILE  also write the results as JSON\n");
 }
 
 int
 main(int argc, char **argv)
 {
-    const unsigned sizes[] = {1, 16, 64};
-    const int      syncs[] = {SR_STORE_SYNC_FULL, SR_STORE_SYNC_NORMAL};
-    const char    *dir = NULL, *json = NULL;
-    char           tmpl[1024];
-    int            reps = 9, made_dir = 0, bad = 0;
-    int64_t        wal_bytes = (int64_t)512 << 20;
-    result         res[6];
-    size_t         nres = 0;
-    uint8_t       *buf;
+    size_t      sizes[3] = {1 * MIB, 16 * MIB, 64 * MIB}, nsizes = 3;
+    const int   syncs[] = {SR_STORE_SYNC_FULL, SR_STORE_SYNC_NORMAL};
+    const char *dir = NULL, *json = NULL;
+    char        tmpl[1024];
+    int         reps = 9, made_dir = 0, bad = 0;
+    int64_t     wal_bytes = (int64_t)512 << 20;
+    result      res[6];
+    size_t      nres = 0;
+    uint8_t    *buf;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
@@ -245,11 +282,25 @@ main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--wal-mib") == 0 && i + 1 < argc) {
             long m = atol(argv[++i]);
-            if (m < 1) {
+            if (m < 0) {
                 usage(stderr);
                 return 2;
             }
             wal_bytes = (int64_t)m << 20;
+        } else if (strcmp(argv[i], "--size-kib") == 0 && i + 1 < argc) {
+            long k = atol(argv[++i]);
+            if (k < 1 || k > 64 * 1024) {
+                usage(stderr);
+                return 2;
+            }
+            sizes[0] = (size_t)k << 10;
+            nsizes = 1;
+        } else if (strcmp(argv[i], "--page-kib") == 0 && i + 1 < argc) {
+            page_kib = atoi(argv[++i]);
+            if (page_kib < 1 || page_kib > 64 || (page_kib & (page_kib - 1)) != 0) {
+                usage(stderr);
+                return 2;
+            }
         } else if (strcmp(argv[i], "--checkpoint") == 0 && i + 1 < argc) {
             const char *w = argv[++i];
             if (strcmp(w, "inline") != 0 && strcmp(w, "thread") != 0) {
@@ -275,7 +326,7 @@ main(int argc, char **argv)
         dir = tmpl;
         made_dir = 1;
     }
-    if ((buf = malloc(64 * MIB)) == NULL) {
+    if ((buf = malloc(128 * MIB)) == NULL) { /* the values, then room to load them */
         fprintf(stderr, "# out of memory\n");
         return 1;
     }
@@ -284,36 +335,36 @@ main(int argc, char **argv)
     }
     printf("# store_commit: sr_store_commit_step (dense, all chunks dirty) vs raw "
            "pwrite()+fsync() of the same bytes\n");
-    printf("# dir %s, variables of <= 4 MiB, chunk 4 MiB, keep %d, page_size 65536, "
+    printf("# dir %s, variables of <= 4 MiB, chunk 4 MiB, keep %d, page_size %d, "
            "WAL checkpoint every %lld MiB (%s)\n",
-           dir, KEEP, (long long)(wal_bytes >> 20),
+           dir, KEEP, page_kib ? page_kib * 1024 : 65536, (long long)(wal_bytes >> 20),
            ckpt_thread ? "by the store's thread" : "inside the commits");
     printf("# warm-up fills the WAL twice; >= %d timed commits (medians); raw: %d reps\n", reps,
            reps);
-    printf("# %9s %7s %7s %10s %11s %11s %15s %9s %10s %7s\n", "size(MiB)", "sync", "commits",
+    printf("# %9s %7s %7s %10s %11s %11s %15s %9s %10s %7s %9s\n", "size(KiB)", "sync", "commits",
            "commits/s", "commit(ms)", "store(MB/s)", "sustained(MB/s)", "raw(ms)", "raw(MB/s)",
-           "ratio");
-    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+           "ratio", "load(ms)");
+    for (size_t s = 0; s < nsizes; s++) {
         for (size_t y = 0; y < sizeof(syncs) / sizeof(syncs[0]); y++) {
             result *r = &res[nres];
             memset(r, 0, sizeof(*r));
             if (bench_store(dir, sizes[s], syncs[y], wal_bytes, buf, reps, r) != 0 ||
-                bench_raw(dir, buf, (size_t)sizes[s] * MIB, reps, &r->raw_ms) != 0) {
+                bench_raw(dir, buf, sizes[s], reps, &r->raw_ms) != 0) {
                 bad = 1;
                 continue;
             }
-            r->raw_mb_s = (double)sizes[s] * MIB / 1e6 / (r->raw_ms / 1e3);
+            r->raw_mb_s = (double)sizes[s] / 1e6 / (r->raw_ms / 1e3);
             r->ratio = r->store_mb_s / r->raw_mb_s;
-            printf("  %9u %7s %7d %10.1f %11.2f %11.1f %15.1f %9.2f %10.1f %7.2f\n", r->size_mib,
-                   r->sync == SR_STORE_SYNC_FULL ? "FULL" : "NORMAL", r->commits,
+            printf("  %9zu %7s %7d %10.1f %11.3f %11.1f %15.1f %9.3f %10.1f %7.2f %9.3f\n",
+                   r->size_kib, r->sync == SR_STORE_SYNC_FULL ? "FULL" : "NORMAL", r->commits,
                    1e3 / r->commit_ms, r->commit_ms, r->store_mb_s, r->sustained_mb_s, r->raw_ms,
-                   r->raw_mb_s, r->ratio);
+                   r->raw_mb_s, r->ratio, r->load_ms);
             fflush(stdout);
             nres++;
         }
     }
     for (size_t i = 0; i < nres; i++) {
-        if (res[i].size_mib == 16 && res[i].sync == SR_STORE_SYNC_FULL) {
+        if (res[i].size_kib == 16 * 1024 && res[i].sync == SR_STORE_SYNC_FULL) {
             printf("# target store/raw >= 0.70 at 16 MiB FULL: %.2f (%s; reported, not "
                    "asserted)\n",
                    res[i].ratio, res[i].ratio >= 0.7 ? "met" : "not met");
@@ -330,14 +381,14 @@ main(int argc, char **argv)
             for (size_t i = 0; i < nres; i++) {
                 const result *r = &res[i];
                 fprintf(f,
-                        "%s{\"size_mib\":%u,\"sync\":\"%s\",\"commits\":%d,"
+                        "%s{\"size_kib\":%zu,\"sync\":\"%s\",\"commits\":%d,"
                         "\"commits_per_s\":%.3f,"
                         "\"commit_ms\":%.3f,\"store_mb_s\":%.1f,\"sustained_mb_s\":%.1f,"
-                        "\"raw_ms\":%.3f,\"raw_mb_s\":%.1f,\"ratio\":%.3f}",
-                        i ? "," : "", r->size_mib,
+                        "\"raw_ms\":%.3f,\"raw_mb_s\":%.1f,\"ratio\":%.3f,\"load_ms\":%.3f}",
+                        i ? "," : "", r->size_kib,
                         r->sync == SR_STORE_SYNC_FULL ? "FULL" : "NORMAL", r->commits,
                         1e3 / r->commit_ms, r->commit_ms, r->store_mb_s, r->sustained_mb_s,
-                        r->raw_ms, r->raw_mb_s, r->ratio);
+                        r->raw_ms, r->raw_mb_s, r->ratio, r->load_ms);
             }
             fprintf(f, "]}\n");
             fclose(f);

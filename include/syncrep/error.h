@@ -31,6 +31,7 @@ extern "C" {
     X(ECLOSED, -17, "shutting down")                                \
     X(ENONFINITE, -18, "gradient contains NaN or Inf")              \
     X(EBUSY, -19, "in use by another process")                      \
+    X(EROLLBACK, -20, "store is behind the step it last committed") \
     X(ELIMIT, -21, "over a limit of the coordinator")
 
 typedef enum {

@@ -511,6 +511,71 @@ test_restart_refused_starts_change_nothing(void **state)
     sr_harness_fini(&h);
 }
 
+static int
+rollback_accepted(void *h)
+{
+    return sr_harness_log_count(h, "COORD-ROLLBACK-ACCEPTED") >= 1 &&
+           sr_harness_log_count(h, "COORD-START ") >= 1;
+}
+
+/* A coordinator killed with its history in the -wal (a tiny model never
+ * fills the WAL), the -wal then lost: the next start is refused, naming the
+ * committed step and what it found, and leaves the store as it was;
+ * --accept-rollback starts, and the store records the loss. */
+static void
+test_restart_after_lost_wal_refused_until_accepted(void **state)
+{
+    sr_harness h;
+    sr_client *c[2];
+    char       wal[700], log2[700];
+    double     x0 = 100.0;
+    (void)state;
+
+    sr_harness_init(&h, "lostwal");
+    start(&h);
+    for (int i = 0; i < 2; i++) {
+        c[i] = sr_harness_client(&h, i);
+        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    assert_sr_ok(sr_client_ready(c[1]));
+    run_until(c, 5);
+    int64_t g = gstep(c[0]);
+    sr_harness_kill9(&h);
+    snprintf(wal, sizeof(wal), "%s-wal", h.store);
+    assert_int_equal(unlink(wal), 0);
+
+    snprintf(log2, sizeof(log2), "%s/refused.log", h.dir);
+    int ws = run_coordinator(h.store, h.endpoint, log2, NULL, NULL);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    assert_true(file_has(log2, "behind its mark"));
+    assert_true(file_has(log2, "the -wal is missing"));
+    char want[64];
+    snprintf(want, sizeof(want), "says step %lld was committed", (long long)g);
+    assert_true(file_has(log2, want));
+    assert_int_equal(access(wal, F_OK), -1); /* left as it was */
+
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5",
+                     "--accept-rollback", NULL);
+    assert_true(sr_test_wait_until(rollback_accepted, &h, 20000));
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_store              *st;
+    sr_store_opts          o = {.readonly = 1};
+    sr_store_rollback_rec *r = NULL;
+    size_t                 n = 0;
+    assert_sr_ok(sr_store_open(h.store, &o, &st));
+    assert_sr_ok(sr_store_list_rollbacks(st, &r, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].from_step, g);
+    assert_int_equal(r[0].to_step, 0);
+    free(r);
+    sr_store_close(st);
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -520,6 +585,7 @@ main(void)
         cmocka_unit_test(test_restart_sigterm_finishes_the_step_in_progress),
         cmocka_unit_test(test_restart_with_another_partition_size),
         cmocka_unit_test(test_restart_refused_starts_change_nothing),
+        cmocka_unit_test(test_restart_after_lost_wal_refused_until_accepted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

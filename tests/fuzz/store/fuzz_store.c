@@ -62,7 +62,7 @@ static volatile size_t sink;
 static void
 remove_files(void)
 {
-    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+    static const char *const sfx[] = {"", "-wal", "-shm", "-journal", "-mark"};
     char                     p[sizeof(db_path) + 16];
 
     for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {

@@ -87,7 +87,7 @@ wpath(char *buf, size_t len, const char *name)
 static void
 unlink_store(const char *path)
 {
-    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+    static const char *const sfx[] = {"", "-wal", "-shm", "-journal", "-mark"};
     char                     p[4200];
 
     for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
@@ -645,8 +645,9 @@ emit_valid(void)
     emit("valid-empty-store-all", M_ALL | KEEP(3), b.p, b.n);
     free(b.p);
 
-    /* A chunk's bytes changed: still a valid store (nothing checksums the
-     * data).  The counter's last value is 0x11111111*(i+1) + 6. */
+    /* A chunk's bytes changed: the store opens, but the chunk's checksum
+     * (schema 3) refuses its reads, and verify reports it.  The counter's
+     * last value is 0x11111111*(i+1) + 6. */
     b = make(STORE_BASIC, 3, NULL, 0);
     uint8_t pat[8];
     for (int i = 0; i < 2; i++) {
@@ -655,11 +656,10 @@ emit_valid(void)
     }
     size_t at = find(&b, pat, sizeof(pat));
     if (at == SIZE_MAX) {
-        die("valid-chunk-bitflip", "counter bytes not found");
+        die("bad-chunk-bitflip", "counter bytes not found");
     }
-    emit_poke1("valid-chunk-bitflip-ro", M_RO, &b, at + 2, (uint8_t)(b.p[at + 2] ^ 0x10));
-    emit_poke1("valid-chunk-bitflip-all", M_ALL | KEEP(3), &b, at + 2,
-               (uint8_t)(b.p[at + 2] ^ 0x10));
+    emit_poke1("bad-chunk-bitflip-ro", M_RO, &b, at + 2, (uint8_t)(b.p[at + 2] ^ 0x10));
+    emit_poke1("bad-chunk-bitflip-all", M_ALL | KEEP(3), &b, at + 2, (uint8_t)(b.p[at + 2] ^ 0x10));
     /* The bytes just before the blob: its record header (serial type). */
     emit_poke1("sem-chunk-record-header", M_RO, &b, at - 1, (uint8_t)(b.p[at - 1] ^ 0x04));
     emit_poke1("sem-chunk-record-header-rw", M_ALL, &b, at - 1, (uint8_t)(b.p[at - 1] ^ 0x04));
@@ -713,8 +713,9 @@ emit_header_damage(void)
     emit_poke32("sem-header-encoding-utf16le", M_RO, &b, 56, 2);
     emit_poke32("sem-header-encoding-utf16be", M_RW, &b, 56, 3);
     emit_poke32("sem-header-encoding-0", M_RO, &b, 56, 0);
-    emit_poke32("bad-header-user-version-3", M_RO, &b, 60, 3);
-    emit_poke32("bad-header-user-version-3-rw", M_ALL, &b, 60, 3);
+    emit_poke32("bad-header-user-version-newer", M_RO, &b, 60, SR_STORE_SCHEMA_VERSION + 1);
+    emit_poke32("bad-header-user-version-newer-rw", M_ALL, &b, 60, SR_STORE_SCHEMA_VERSION + 1);
+    emit_poke32("bad-header-user-version-absurd", M_RW, &b, 60, 5000);
     emit_poke32("bad-header-user-version-max", M_RO, &b, 60, 0xffffffff);
     emit_poke32("bad-header-user-version-0", M_RO, &b, 60, 0);
     emit_poke32("bad-header-user-version-0-rw", M_RW, &b, 60, 0);
@@ -757,7 +758,8 @@ emit_row_damage(void)
     emit_sql("bad-meta-no-format", M_RW, "DELETE FROM meta WHERE key = 'format'");
     emit_sql("bad-no-meta-table", M_RO, "DROP TABLE meta");
     emit_sql("bad-appid-pragma", M_RW, "PRAGMA application_id = 1");
-    emit_sql("bad-user-version-pragma-3", M_RW, "PRAGMA user_version = 3");
+    emit_sql("bad-user-version-pragma-newer", M_RW, "PRAGMA user_version = 4");
+    emit_sql("bad-user-version-pragma-negative", M_RW, "PRAGMA user_version = -7");
     emit_sql("bad-user-version-pragma-0", M_RO, "PRAGMA user_version = 0");
 
     /* meta values. */

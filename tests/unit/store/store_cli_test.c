@@ -100,7 +100,7 @@ test_cli_store_inspect_verify_export_exit_codes_and_json(void **state)
     assert_non_null(strstr(out, "global step   1"));
     free(out);
     assert_int_equal(run_cli(f, &out, "verify", f->path, NULL, NULL, NULL), 0);
-    assert_non_null(strstr(out, ": ok"));
+    assert_non_null(strstr(out, ": ok (global step 1, mark 1, retained steps 0 1 intact)"));
     free(out);
 
     snprintf(copy, sizeof(copy), "%s/copy.db", f->dir);
@@ -199,6 +199,73 @@ test_cli_store_inspect_old_bad_name_escaped_valid_json(void **state)
     free(out);
 }
 
+/* Flip one byte of the only chunk's version at `step` (SQLite directly). */
+static void
+flip_value_byte(const char *path, int64_t step)
+{
+    sqlite3      *db = NULL;
+    sqlite3_blob *b = NULL;
+    uint8_t       byte;
+    char          sql[200];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT c.data_id FROM chunk c JOIN tensor t ON t.id = c.tensor_id"
+             " WHERE t.slot = '' AND c.idx = 0 AND c.step = %lld",
+             (long long)step);
+    int64_t data_id = sql_i64(path, sql);
+    assert_true(data_id > 0);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_blob_open(db, "main", "chunk_data", "data", data_id, 1, &b),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_blob_read(b, &byte, 1, 0), SQLITE_OK);
+    byte ^= 0x40;
+    assert_int_equal(sqlite3_blob_write(b, &byte, 1, 0), SQLITE_OK);
+    sqlite3_blob_close(b);
+    assert_int_equal(sqlite3_close(db), SQLITE_OK);
+}
+
+/* verify exits 1 and says why for a flipped byte (which step) and for a
+ * store behind its mark (an older copy of the file put back). */
+static void
+test_cli_store_verify_reports_checksum_and_rollback(void **state)
+{
+    store_fixture *f = *state;
+    char          *out = NULL;
+    int64_t        id;
+    size_t         len;
+
+    if (access(syncrep_bin(), X_OK) != 0) {
+        skip();
+    }
+    sr_store *st = make_store(f->path, &id);
+    sr_store_close(st);
+    uint8_t *at1 = read_file_bytes(f->path, &len); /* closed: the WAL is in the file */
+    flip_value_byte(f->path, 1);
+    assert_int_equal(run_cli(f, &out, "verify", f->path, NULL, NULL, NULL), 1);
+    assert_non_null(
+        strstr(out, "variable 'layer/w' slot '': chunk 0 version 1 fails its checksum"));
+    assert_non_null(strstr(out, "retained steps: 0 ok, 1 corrupt"));
+    free(out);
+
+    /* Back to the intact copy, one more commit, then the copy again. */
+    write_file_bytes(f->path, at1, len);
+    st = open_small(f->path, 64, 3);
+    float           v[20] = {0};
+    sr_store_tensor t = {.var_id = id, .data = v, .len_bytes = sizeof(v)};
+    sr_store_commit c = {.global_step = 2, .tensors = &t, .ntensors = 1};
+    assert_sr_ok(sr_store_commit_step(st, &c));
+    sr_store_close(st);
+    write_file_bytes(f->path, at1, len);
+    assert_int_equal(run_cli(f, &out, "verify", f->path, NULL, NULL, NULL), 1);
+    assert_non_null(strstr(out, "store is behind its mark: global step 1"));
+    assert_non_null(strstr(out, "says step 2 was committed"));
+    free(out);
+    assert_int_equal(run_cli(f, &out, "inspect", f->path, NULL, NULL, NULL), 0);
+    assert_non_null(strstr(out, "BEHIND"));
+    free(out);
+    free(at1);
+}
+
 int
 main(void)
 {
@@ -206,6 +273,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_cli_store_inspect_verify_export_exit_codes_and_json,
                                         store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cli_store_inspect_old_bad_name_escaped_valid_json,
+                                        store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_store_verify_reports_checksum_and_rollback,
                                         store_fixture_setup, store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -159,6 +159,8 @@ test_schema_v1_step_log_migrates_with_part_0(void **state)
                       "INSERT INTO old SELECT step, var_id, pos, task_index, local_step"
                       " FROM step_log;"
                       "DROP TABLE step_log; ALTER TABLE old RENAME TO step_log;"
+                      "ALTER TABLE chunk DROP COLUMN sum; DROP TABLE rollback;"
+                      "DELETE FROM meta WHERE key = 'store_id';"
                       "PRAGMA user_version = 1;");
     assert_sr_err(sr_store_open(f->path, &ro, &st), SR_ENOTSUP);
     assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), 1);
@@ -175,23 +177,79 @@ test_schema_v1_step_log_migrates_with_part_0(void **state)
     }
     free(log);
     sr_store_close(st);
-    assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), 2);
+    assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), SR_STORE_SCHEMA_VERSION);
 }
 
+/* A 0-byte file found at the path is not a new store, even with create: it
+ * may be a store that lost its contents.  Refused, named, left as it is. */
 static void
-test_schema_empty_file_with_create_becomes_store(void **state)
+test_schema_empty_file_is_refused_even_with_create(void **state)
 {
     store_fixture *f = *state;
     sr_store      *st = NULL;
     sr_store_opts  o = small_opts(64, 3);
+    char           mark[700];
 
     write_file_bytes(f->path, "", 0);
     o.create = 0;
-    assert_sr_err(sr_store_open(f->path, &o, &st), SR_ECORRUPT); /* not without create */
+    assert_sr_err(sr_store_open(f->path, &o, &st), SR_ECORRUPT);
     o.create = 1;
+    assert_sr_err(sr_store_open(f->path, &o, &st), SR_ECORRUPT);
+    assert_non_null(strstr(sr_errdetail(), f->path));
+    assert_non_null(strstr(sr_errdetail(), "empty file, 0 bytes"));
+    assert_null(st);
+    assert_file_is(f->path, (const uint8_t *)"", 0);
+    snprintf(mark, sizeof(mark), "%s-mark", f->path);
+    assert_false(file_exists(mark));
+    /* A file this open creates is a new store. */
+    unlink(f->path);
     assert_sr_ok(sr_store_open(f->path, &o, &st));
     sr_store_close(st);
     assert_int_equal(sql_i64(f->path, "PRAGMA page_size"), 65536);
+}
+
+/* user_version that no build ever wrote (negative, or far above ours) is a
+ * damaged header, not a newer schema. */
+static void
+test_schema_absurd_user_version_is_ecorrupt_not_eversion(void **state)
+{
+    store_fixture *f = *state;
+    size_t         len;
+    uint8_t       *bytes;
+
+    make_store(f->path);
+    sql_exec(f->path, "PRAGMA user_version = 5000");
+    assert_refused(f->path, SR_ECORRUPT, "user_version 5000");
+    assert_non_null(strstr(sr_errdetail(), "damaged header"));
+    sql_exec(f->path, "PRAGMA user_version = -3");
+    assert_refused(f->path, SR_ECORRUPT, "user_version -3");
+    /* The raw header too: byte 60..63 garbled. */
+    sql_exec(f->path, "PRAGMA user_version = 3");
+    bytes = read_file_bytes(f->path, &len);
+    bytes[60] = 0xA7;
+    write_file_bytes(f->path, bytes, len);
+    assert_refused(f->path, SR_ECORRUPT, "damaged header");
+    free(bytes);
+}
+
+/* The raw header's magic and application_id are named when wrong. */
+static void
+test_schema_damaged_magic_and_app_id_are_named(void **state)
+{
+    store_fixture *f = *state;
+    size_t         len;
+    uint8_t       *bytes;
+
+    make_store(f->path);
+    bytes = read_file_bytes(f->path, &len);
+    bytes[3] ^= 0x20;
+    write_file_bytes(f->path, bytes, len);
+    assert_refused(f->path, SR_ECORRUPT, "magic");
+    bytes[3] ^= 0x20;
+    bytes[70] ^= 0x01;
+    write_file_bytes(f->path, bytes, len);
+    assert_refused(f->path, SR_ECORRUPT, "application_id");
+    free(bytes);
 }
 
 static void
@@ -418,7 +476,9 @@ main(void)
         T(test_schema_current_file_reopens_unchanged),
         T(test_schema_version0_file_migrates_to_current),
         T(test_schema_v1_step_log_migrates_with_part_0),
-        T(test_schema_empty_file_with_create_becomes_store),
+        T(test_schema_empty_file_is_refused_even_with_create),
+        T(test_schema_absurd_user_version_is_ecorrupt_not_eversion),
+        T(test_schema_damaged_magic_and_app_id_are_named),
         T(test_schema_newer_version_is_eversion_unchanged),
         T(test_schema_foreign_sqlite_file_is_ecorrupt_unchanged),
         T(test_schema_app_id_without_meta_is_ecorrupt_unchanged),

@@ -382,9 +382,9 @@ test_full_commit_starts_writeback(void **state)
 static void
 remove_store(const char *path)
 {
-    static const char *const sfx[] = {"", "-wal", "-shm"};
+    static const char *const sfx[] = {"", "-wal", "-shm", "-mark"};
     char                     p[700];
-    for (int i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
         snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
         unlink(p);
     }
