@@ -2862,6 +2862,37 @@ coord_open_store(coord *c)
 
 /* The store opened and the socket bound: a new incarnation, the rewind
  * asked for, the model loaded. */
+/* The model failed its checksums at load (the detail says where): say
+ * which retained steps are intact, the ones --resume-from-step can
+ * restore.  Nothing is served from a corrupt step. */
+static void
+log_intact_steps(coord *c)
+{
+    char        why[1024];
+    int64_t    *steps = NULL;
+    size_t      n = 0;
+    sr_strbuf   b;
+    const char *text = NULL;
+
+    snprintf(why, sizeof(why), "%s", sr_errdetail());
+    sr_strbuf_init(&b);
+    if (sr_store_intact_steps(c->st, &steps, &n) == SR_OK) {
+        for (size_t i = 0; i < n; i++) {
+            sr_strbuf_printf(&b, "%s%" PRId64, i ? "," : "", steps[i]);
+        }
+    }
+    if (sr_strbuf_result(&b, &text) != SR_OK || n == 0) {
+        text = "none";
+    }
+    SR_LOG(SR_LOG_ERR, "COORD-CORRUPT",
+           "the store's latest step fails its checksums; intact retained steps: %s (restart "
+           "with --resume-from-step S on one of them, or restore the store from a copy)",
+           text);
+    sr_fail(SR_ECORRUPT, "%s; intact retained steps: %s", why, text);
+    free(steps);
+    sr_strbuf_free(&b);
+}
+
 static sr_err
 coord_start(coord *c)
 {
@@ -2913,7 +2944,10 @@ coord_start(coord *c)
         rc = sr_store_set_config(c->st, cfg_text);
     }
     sr_strbuf_free(&cfg);
-    if (rc != SR_OK || (rc = load_model(c)) != SR_OK) {
+    if (rc == SR_OK && (rc = load_model(c)) == SR_ECORRUPT) {
+        log_intact_steps(c);
+    }
+    if (rc != SR_OK) {
         return rc;
     }
     SR_LOG(SR_LOG_NOTICE, "COORD-START",

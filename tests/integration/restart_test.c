@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "harness.h"
 #include "store/store.h"
 #include "syncrep/syncrep.h"
@@ -576,6 +578,89 @@ test_restart_after_lost_wal_refused_until_accepted(void **state)
     sr_harness_fini(&h);
 }
 
+/* Flip one byte of variable x's value as committed at `step` (SQLite
+ * directly, behind the store's back: a disk's or an editor's damage). */
+static void
+flip_x_at(const char *store, int64_t step)
+{
+    sqlite3      *db = NULL;
+    sqlite3_stmt *q = NULL;
+    sqlite3_blob *b = NULL;
+    uint8_t       byte;
+
+    assert_int_equal(sqlite3_open_v2(store, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT c.data_id FROM chunk c JOIN tensor t ON t.id = "
+                                        "c.tensor_id JOIN variable v ON v.id = t.var_id WHERE "
+                                        "v.name = 'x' AND t.slot = '' AND c.step = ?",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_int64(q, 1, step);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int64_t id = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    assert_int_equal(sqlite3_blob_open(db, "main", "chunk_data", "data", id, 1, &b), SQLITE_OK);
+    assert_int_equal(sqlite3_blob_read(b, &byte, 1, 7), SQLITE_OK);
+    byte ^= 0x10; /* x's exponent: a different number, not a NaN */
+    assert_int_equal(sqlite3_blob_write(b, &byte, 1, 7), SQLITE_OK);
+    sqlite3_blob_close(b);
+    assert_int_equal(sqlite3_close(db), SQLITE_OK);
+}
+
+/* A flipped byte in the latest step: the coordinator refuses to start and
+ * serve it, naming the chunk and the intact retained steps; started with
+ * --resume-from-step on one of them it serves that step's exact value. */
+static void
+test_restart_corrupt_latest_step_refused_names_intact_steps(void **state)
+{
+    sr_harness h;
+    sr_client *c[2];
+    char       log2[700], want[160];
+    double     x0 = 100.0, x;
+    (void)state;
+
+    sr_harness_init(&h, "corrupt");
+    start(&h);
+    for (int i = 0; i < 2; i++) {
+        c[i] = sr_harness_client(&h, i);
+        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    assert_sr_ok(sr_client_ready(c[1]));
+    run_until(c, 5);
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_store     *st;
+    sr_store_opts o = {.readonly = 1};
+    sr_store_info info;
+    assert_sr_ok(sr_store_open(h.store, &o, &st));
+    assert_sr_ok(sr_store_get_info(st, &info));
+    sr_store_close(st);
+    int64_t g = info.global_step;
+    assert_true(g >= 5);
+    flip_x_at(h.store, g);
+
+    snprintf(log2, sizeof(log2), "%s/refused.log", h.dir);
+    int ws = run_coordinator(h.store, h.endpoint, log2, NULL, NULL);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    assert_true(file_has(log2, "fails its checksum"));
+    snprintf(want, sizeof(want), "intact retained steps: %lld,%lld ", (long long)(g - 2),
+             (long long)(g - 1));
+    assert_true(file_has(log2, want));
+
+    snprintf(want, sizeof(want), "%lld", (long long)(g - 1));
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5",
+                     "--resume-from-step", want, NULL);
+    c[0] = sr_harness_client(&h, 0);
+    assert_sr_ok(sr_client_pull(c[0], "x", &x, sizeof(x)));
+    assert_true(x == 100.0 - 0.5 * (double)(g - 1));
+    sr_client_close(c[0]);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -586,6 +671,7 @@ main(void)
         cmocka_unit_test(test_restart_with_another_partition_size),
         cmocka_unit_test(test_restart_refused_starts_change_nothing),
         cmocka_unit_test(test_restart_after_lost_wal_refused_until_accepted),
+        cmocka_unit_test(test_restart_corrupt_latest_step_refused_names_intact_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
