@@ -103,6 +103,18 @@ gstep(sr_client *c)
     return g;
 }
 
+/* Workers 0 and 1 of the scalar x = x0 (float64), the model ready. */
+static void
+open_x_pair(sr_harness *h, sr_client **c, double x0)
+{
+    for (int i = 0; i < 2; i++) {
+        c[i] = sr_harness_client(h, i);
+        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    assert_sr_ok(sr_client_ready(c[1]));
+}
+
 static void
 start(sr_harness *h)
 {
@@ -121,12 +133,7 @@ test_restart_kill9_between_and_mid_step_loses_nothing(void **state)
 
     sr_harness_init(&h, "restart");
     start(&h);
-    for (int i = 0; i < 2; i++) {
-        c[i] = sr_harness_client(&h, i);
-        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
-    }
-    assert_sr_ok(sr_client_ready(c[0]));
-    assert_sr_ok(sr_client_ready(c[1]));
+    open_x_pair(&h, c, x0);
     run_until(c, 5);
     g1 = gstep(c[0]);
     assert_true(g1 >= 5);
@@ -331,12 +338,7 @@ stop_mid_step(sr_harness *h, const char *tag, sr_client *c[2])
     sr_harness_init(h, tag);
     sr_harness_start(h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--grace-ms",
                      "20000", NULL);
-    for (int i = 0; i < 2; i++) {
-        c[i] = sr_harness_client(h, i);
-        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
-    }
-    assert_sr_ok(sr_client_ready(c[0]));
-    assert_sr_ok(sr_client_ready(c[1]));
+    open_x_pair(h, c, x0);
     assert_sr_ok(sr_client_push(c[0], "x", &g, sizeof(g))); /* 1 of 2 */
     assert_sr_ok(sr_client_flush(c[0]));                    /* ... and it arrived */
     kill(h->pid, SIGTERM);
@@ -535,12 +537,7 @@ test_restart_after_lost_wal_refused_until_accepted(void **state)
 
     sr_harness_init(&h, "lostwal");
     start(&h);
-    for (int i = 0; i < 2; i++) {
-        c[i] = sr_harness_client(&h, i);
-        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
-    }
-    assert_sr_ok(sr_client_ready(c[0]));
-    assert_sr_ok(sr_client_ready(c[1]));
+    open_x_pair(&h, c, x0);
     run_until(c, 5);
     int64_t g = gstep(c[0]);
     sr_harness_kill9(&h);
@@ -621,12 +618,7 @@ test_restart_corrupt_latest_step_refused_names_intact_steps(void **state)
 
     sr_harness_init(&h, "corrupt");
     start(&h);
-    for (int i = 0; i < 2; i++) {
-        c[i] = sr_harness_client(&h, i);
-        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
-    }
-    assert_sr_ok(sr_client_ready(c[0]));
-    assert_sr_ok(sr_client_ready(c[1]));
+    open_x_pair(&h, c, x0);
     run_until(c, 5);
     for (int i = 0; i < 2; i++) {
         sr_client_close(c[i]);
