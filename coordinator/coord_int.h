@@ -222,6 +222,9 @@ int sr__tokens_take(sr_tokens *q, int64_t *out);
  * later step's token leaves the older ones to the others, in their order);
  * 0 and *out set, or -1 when there is none. */
 int sr__tokens_take_min(sr_tokens *q, int64_t min, int64_t *out);
+/* Drop the tokens at the front below v; how many.  Tokens are queued in
+ * step order, so these are the oldest. */
+size_t sr__tokens_drop_below(sr_tokens *q, int64_t v);
 /* Put one back at the front (a token that could not be delivered). */
 sr_err sr__tokens_unget(sr_tokens *q, int64_t v);
 

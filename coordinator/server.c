@@ -1200,9 +1200,14 @@ writer_stop(coord *c)
 
 static void serve_parked(coord *c);
 
+/* Queue step g's tokens.  Tokens older than g - 1 left in the queue are
+ * dropped first: no worker takes one but a newly started one, for a round
+ * that can only be stale, and with a backup replica gone for good one
+ * token a step would pile up (the queue stays within a step or two). */
 static void
 release_tokens(coord *c, size_t n)
 {
+    sr__tokens_drop_below(&c->tokens, c->global_step - 1);
     if (sr__tokens_put(&c->tokens, c->global_step, n) != SR_OK) {
         SR_LOG(SR_LOG_ERR, "COORD-TOKENS", "cannot queue %zu tokens: %s", n, sr_errdetail());
         return;

@@ -101,3 +101,16 @@ sr__tokens_take_min(sr_tokens *q, int64_t min, int64_t *out)
     q->len--;
     return 0;
 }
+
+size_t
+sr__tokens_drop_below(sr_tokens *q, int64_t v)
+{
+    size_t n = 0;
+
+    while (q->len > 0 && q->v[q->head] < v) {
+        q->head = (q->head + 1) % q->cap;
+        q->len--;
+        n++;
+    }
+    return n;
+}

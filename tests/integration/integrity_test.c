@@ -355,6 +355,44 @@ test_integrity_dead_worker_not_replaced_by_a_live_one(void **state)
     sr_harness_fini(&h);
 }
 
+/* N = 3, R = 2 and the backup replica (task 2) gone for good: the two
+ * others train, each step from both; the token a step meant for task 2 is
+ * not left to pile up in the queue (nobody may take it but a new worker,
+ * for a stale round). */
+static void
+test_integrity_dead_backup_leaves_no_pile_of_tokens(void **state)
+{
+    sr_harness        h;
+    sr_client        *c[2];
+    trainer           t[2];
+    sr_store_contrib *log;
+    size_t            n;
+    int64_t           steps;
+    (void)state;
+
+    sr_harness_init(&h, "backup");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--total-replicas", "3", "--learning-rate",
+                     "1.0", "--step-log", NULL);
+    open_workers(&h, c, 2);
+    for (int i = 0; i < 2; i++) {
+        t[i] = (trainer){.c = c[i], .until = 60};
+    }
+    train_all(t, 2);
+    assert_true(status_num(&h, "\"global_step\":") >= 59);
+    assert_true(status_num(&h, "\"tokens_available\":") <= 6);
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+    log = read_log(&h, &steps, &n);
+    assert_int_equal(n, 2 * (size_t)steps);
+    for (size_t i = 0; i < n; i += 2) {
+        assert_int_not_equal(log[i].task_index, log[i + 1].task_index);
+    }
+    free(log);
+    sr_harness_fini(&h);
+}
+
 /* --deterministic-sum: every step's contributions are summed, and logged,
  * in task order, whatever order they came in. */
 static void
@@ -468,6 +506,7 @@ main(void)
         cmocka_unit_test(test_integrity_outsiders_refused_and_commits_go_on),
         cmocka_unit_test(test_integrity_client_table_bounded_and_reclaimed),
         cmocka_unit_test(test_integrity_dead_worker_not_replaced_by_a_live_one),
+        cmocka_unit_test(test_integrity_dead_backup_leaves_no_pile_of_tokens),
         cmocka_unit_test(test_integrity_deterministic_sum_in_task_order),
         cmocka_unit_test(test_integrity_deterministic_runs_are_bit_identical),
     };

@@ -79,6 +79,27 @@ test_tokens_take_min_leaves_older_ones_in_order(void **state)
     sr__tokens_destroy(&q);
 }
 
+static void
+test_tokens_drop_below_takes_the_oldest_only(void **state)
+{
+    sr_tokens q;
+    int64_t   v;
+    (void)state;
+
+    sr__tokens_init(&q);
+    assert_sr_ok(sr__tokens_put(&q, 3, 2));
+    assert_sr_ok(sr__tokens_put(&q, 5, 1));
+    assert_sr_ok(sr__tokens_put(&q, 6, 2));
+    assert_int_equal(sr__tokens_drop_below(&q, 5), 2);
+    assert_int_equal(sr__tokens_drop_below(&q, 5), 0);
+    assert_int_equal(q.len, 3);
+    assert_int_equal(sr__tokens_take(&q, &v), 0);
+    assert_int_equal(v, 5);
+    assert_int_equal(sr__tokens_drop_below(&q, 100), 2);
+    assert_int_equal(sr__tokens_take(&q, &v), -1);
+    sr__tokens_destroy(&q);
+}
+
 int
 main(void)
 {
@@ -86,6 +107,7 @@ main(void)
         cmocka_unit_test(test_tokens_fifo_across_growth),
         cmocka_unit_test(test_tokens_unget_goes_first),
         cmocka_unit_test(test_tokens_take_min_leaves_older_ones_in_order),
+        cmocka_unit_test(test_tokens_drop_below_takes_the_oldest_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
