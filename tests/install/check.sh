@@ -53,3 +53,23 @@ cmake --build "$TMP/cm/build" >/dev/null
 "$TMP/cm/build/app-shared"
 "$TMP/cm/build/app-static"
 echo "find_package(syncrep): ok"
+# The Python package: importable from the prefix's site-packages, and it
+# loads the library installed beside it (not a build folder's).
+if [ -z "$SAN" ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    (cd "$TMP" && env -u SYNCREP_LIBRARY PYTHONPATH="$TMP/prefix/lib/python3/dist-packages" \
+        /usr/bin/python3 -c '
+import sys, syncrep
+prefix = sys.argv[1]
+assert syncrep.__file__.startswith(prefix), syncrep.__file__
+assert syncrep.library_path.startswith(prefix), syncrep.library_path
+try:
+    syncrep.Client("not-an-endpoint", task_index=0, timeout=0.1)
+except syncrep.Error as e:
+    assert e.code == "SR_EINVAL", e.code
+else:
+    raise SystemExit("a bad endpoint was not refused")
+' "$TMP/prefix")
+    echo "python (installed): ok"
+else
+    echo "python (installed): SKIPPED (a sanitizer build, or no numpy for /usr/bin/python3)"
+fi

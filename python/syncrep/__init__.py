@@ -1,0 +1,20 @@
+"""syncrep: synchronous data-parallel training with a fault-tolerant
+coordinator.  The Python client over libsyncrep (docs/python.md).
+
+    import syncrep
+    with syncrep.Client("tcp://127.0.0.1:7070", task_index=0) as c:
+        c.declare("w", w0)
+        c.ready()
+        for batch in data:
+            w = c.pull("w", out=w)
+            c.push("w", gradient(w, batch))
+            c.step()
+"""
+
+from ._lib import path as library_path
+from .client import Client
+from .env import place
+from .errors import Done, Error, TimeoutError
+
+__all__ = ["Client", "Error", "TimeoutError", "Done", "place", "library_path"]
+__version__ = "0.1.0"

@@ -1,0 +1,117 @@
+"""``syncrep.torch``: a PyTorch model trained by a syncrep job.
+
+    from syncrep.torch import SyncReplicas
+    sync = SyncReplicas(model, client)
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        model.zero_grad()
+        loss.backward()
+        sync.step()
+
+``SyncReplicas(model, client)`` declares every parameter by its name in
+``model.named_parameters()`` (the chief, task 0, gives its values; a
+parameter with ``requires_grad=False`` is declared not trainable), marks the
+model ready (chief) or waits for it, and loads the coordinator's values into
+the model.  ``step()`` pushes every trainable parameter's gradient (a sparse
+gradient, from ``nn.Embedding(sparse=True)``, as a sparse push; a parameter
+that got no gradient this round pushes zeros, so every step still takes R
+gradients of every variable), takes the step token and loads the new values.
+
+The optimizer runs in the coordinator (``--optimizer``, ``--learning-rate``
+...): do not step a local ``torch.optim`` optimizer as well.  Buffers (such
+as BatchNorm's running statistics) are not synchronised: each worker keeps
+its own, as ``DistributedDataParallel(broadcast_buffers=False)`` would.
+Parameters must be float32 or float64; anything else is refused here, not
+mid-training.  docs/python.md has the mapping from torch.optim settings.
+"""
+
+import numpy as np
+import torch
+
+from .errors import invalid
+
+_NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+def _sparse_params(model):
+    """Names of the parameters whose gradient is sparse (Embedding(sparse=True))."""
+    names = set()
+    for mname, m in model.named_modules():
+        if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse:
+            names.add((mname + "." if mname else "") + "weight")
+    return names
+
+
+class SyncReplicas:
+    """Replaces ``optimizer.step()`` in a PyTorch loop with a synchronous
+    step of a syncrep job (see the module's text)."""
+
+    def __init__(self, model, client, chief=None):
+        self.model = model
+        self.client = client
+        self.chief = client.task_index == 0 if chief is None else bool(chief)
+        self._params = []
+        seen = set()
+        sparse = _sparse_params(model)
+        for name, p in model.named_parameters():
+            if p.dtype not in _NUMPY:
+                raise invalid("SyncReplicas: parameter %s is %s; only float32 and float64 "
+                              "parameters can be trained by syncrep" % (name, p.dtype))
+            if id(p) in seen:
+                continue  # a shared (tied) parameter is declared once
+            seen.add(id(p))
+            self._params.append((name, p, name in sparse))
+        if not self._params:
+            raise invalid("SyncReplicas: the model has no parameters")
+        for name, p, _ in self._params:
+            host = p.detach().cpu().numpy()
+            if self.chief:
+                client.declare(name, host, trainable=p.requires_grad)
+            else:
+                client.declare(name, None, trainable=p.requires_grad, dtype=host.dtype,
+                               shape=host.shape)
+        client.ready()
+        self._host = {name: np.empty(tuple(p.shape), _NUMPY[p.dtype]) for name, p, _ in
+                      self._params}
+        self.load()
+
+    def load(self):
+        """Copy the coordinator's current values into the model's parameters."""
+        names = [name for name, _, _ in self._params]
+        outs = self.client.pull_many(names, [self._host[n] for n in names])
+        with torch.no_grad():
+            for (name, p, _), host in zip(self._params, outs):
+                p.copy_(torch.from_numpy(host))
+
+    def _push(self):
+        dense = []
+        for name, p, sparse in self._params:
+            if not p.requires_grad:
+                continue
+            g = p.grad
+            if g is not None and g.is_sparse:
+                g = g.coalesce()
+                idx = g.indices()[0].to(torch.int64).cpu().contiguous().numpy()
+                rows = g.values().detach().cpu().contiguous().numpy()
+                self.client.push_sparse(name, idx, rows)
+                continue
+            if sparse and g is None:
+                # No row touched this round: an empty sparse push still counts.
+                rows = np.empty((0,) + tuple(p.shape[1:]), _NUMPY[p.dtype])
+                self.client.push_sparse(name, np.empty(0, np.int64), rows)
+                continue
+            if g is None:
+                host = np.zeros(tuple(p.shape), _NUMPY[p.dtype])
+            else:
+                host = g.detach().cpu().contiguous().numpy()
+            dense.append((name, host))
+        if dense:
+            self.client.push_many(dense)
+
+    def step(self):
+        """Push this round's gradients, take the token, load the new values.
+        Returns the new local step."""
+        self._push()
+        step = self.client.step()
+        self.load()
+        return step
