@@ -1,0 +1,332 @@
+/*
+ * The coordinator server's internals, shared by its files (in data-path
+ * order): server_model.c (the model's memory), server_step.c (apply, commit,
+ * tokens), server_peers.c (clients), server_reply.c (replies),
+ * server_handshake.c, server_push.c, server_pull.c (the request handlers),
+ * server_status.c, server_start.c and server.c (the loop).  The kernels
+ * they drive are in coord_int.h.  docs/architecture.md.
+ */
+#ifndef SR_SERVER_INT_H
+#define SR_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "coordinator/auth.h"
+#include "coordinator/coord_int.h"
+#include "coordinator/coordinator.h"
+#include "core/error.h"
+#include "core/strbuf.h"
+#include "store/store.h"
+#include "wire/wire.h"
+
+#define MAX_PARTS        32   /* routing id + header + at most 3 body frames; chains */
+#define PARKED_EXPIRE_MS 3500 /* clients re-send TOKEN every second while they wait */
+/* A client still heard from this long after another with its task index
+ * joined: two workers share the index (check_shared_tasks). */
+#define SHARED_TASK_MS  2000
+#define SR_COORD_RCVHWM 64 /* queued messages per peer: bounds a flooder's memory */
+/* Replies queued per peer: above what a client may have unanswered (256
+ * pipelined pushes, a token, pings), so no answer is dropped at the HWM. */
+#define SR_COORD_SNDHWM 1024
+/* Pull replies per client still being sent (each holds a value: a client
+ * that asks and does not read must not pin one value per step): at most
+ * PULLS_IN_FLIGHT, and beyond the first PULLS_IN_FLIGHT_BIG only while they
+ * hold at most PULL_PIN_BYTES.  Twice what sr_client_pull_many keeps in
+ * flight (192, 8 MiB): a reply the client has read may not be released yet
+ * (ZeroMQ releases a message when it moves on to the next). */
+#define PULLS_IN_FLIGHT        384
+#define PULLS_IN_FLIGHT_BIG    4
+#define PULL_PIN_BYTES         (16u << 20)
+#define SR_COORD_MAX_VARIABLES 65536 /* declared variables (docs/security.md) */
+#define PUSH_REPLY_HOLD_MS     200   /* longest a push's answer waits for the token's */
+/* Push answers held per client: a burst stays far below the send HWM (a
+ * reply that meets it is lost, then resent); to a client that sends chains
+ * they go in one message (a model of many small variables). */
+#define PUSH_REPLY_HOLD_MAX       8
+#define PUSH_REPLY_HOLD_MAX_CHAIN 64
+/* A client that left is forgotten this long after it was last heard from
+ * (sooner when the client table is full). */
+#define RECLAIM_AFTER_MS     60000
+#define SPARE_WAIT_MS        50  /* the longest a push waits for a pull of the old value */
+#define SPARE_WAIT_OFF_STEPS 100 /* steps without that wait after one ran out */
+
+/* A variable's value, shared with the pull replies in flight and, with
+ * --commit async, the writer: ZeroMQ sends pulls from this memory and drops
+ * its reference from its I/O thread, so the count is atomic.  The loop
+ * writes only to a buffer nobody else holds: when the value is still read,
+ * the apply writes the new value into another buffer (sr__coord_apply_target), so
+ * neither a pull nor a commit ever copies the value.  With --commit sync
+ * that buffer is the accumulators' own (a dense step's sums become the new
+ * value, and the previous value becomes the next step's sums once no pull
+ * reads it): a variable then lives in two buffers, never three for long. */
+typedef struct vbuf {
+    atomic_int refs;
+    _Alignas(64) uint8_t data[];
+} vbuf;
+
+typedef struct cvar {
+    sr_store_var meta;
+    void        *value; /* vb->data */
+    vbuf        *vb;
+    /* A free (or soon free) buffer: async, the previous value for the next
+     * apply; sync, the previous value for the next step's sums. */
+    vbuf   *spare;
+    vbuf   *ab;              /* the accumulators' sums, laid out like the value; NULL: none */
+    int64_t spare_wait_from; /* sr__coord_acc_memory waits for the spare from this global step */
+    void   *s1, *s2, *ema;   /* optimizer slots and EMA shadow (NULL if unused) */
+    /* Trainable only: one accumulator per partition (docs/protocol.md,
+     * Partitions); partition p holds rows [p * part_rows, ...). */
+    sr_accum *acc;
+    uint32_t  nparts;
+    uint64_t  rows, row_elems, part_rows;
+    int       has_acc;
+    uint8_t  *dirty; /* per chunk, changed since the last commit */
+    size_t    nchunks;
+    uint64_t  chunk_elems;
+    int       dirty_any;
+} cvar;
+
+/* A pull reply ZeroMQ is still sending: it holds a reference on a value,
+ * released from ZeroMQ's I/O thread (then `busy` drops to 0). */
+typedef struct pull_slot {
+    atomic_int busy;
+    vbuf      *vb;
+    uint64_t   bytes;
+} pull_slot;
+
+/* A push's answer held back to go out with the client's next reply. */
+typedef struct held_reply {
+    sr_wire_header h; /* the push's header */
+    int64_t        step;
+    uint8_t        outcome;
+} held_reply;
+
+typedef struct client {
+    uint64_t client_id;
+    int32_t  task;
+    uint8_t  rid[256]; /* current ZeroMQ routing id */
+    size_t   rid_len;
+    uint64_t last_seq;  /* highest push seq processed */
+    uint64_t last_req;  /* highest non-PING request id seen */
+    uint64_t token_req; /* last answered TOKEN request id, and its value */
+    int64_t  token_val;
+    int      parked;
+    uint64_t parked_req;
+    uint64_t parked_order; /* FIFO among parked clients */
+    int      parked_want;  /* the parked TOKEN asked for the variables */
+    int64_t  last_seen_ms; /* monotonic */
+    /* Push answers held back (sr__coord_flush_held): a worker pushes, then asks for
+     * its token; both answers leave together, one wake-up for the worker. */
+    held_reply *held;
+    size_t      nheld, cap_held;
+    int64_t     held_since_ms;
+    pull_slot  *pulls; /* PULLS_IN_FLIGHT, allocated at the first pull */
+    int         gone;
+    int64_t     joined_ms;     /* monotonic */
+    int         shared_warned; /* COORD-TASK-SHARED logged for it */
+    uint64_t    chained;       /* requests that came in chains: answers go chained too */
+    /* Tokens below this step are not for it: a push of it counted nowhere
+     * because its task had given its share of the open step (finish_push). */
+    int64_t min_token;
+    /* The value of the last token it was given and how many of that value
+     * (token_floor): a worker takes at most its task's share of the
+     * tokens of one step, so it cannot take another worker's. */
+    int      have_token;
+    int64_t  last_token;
+    int      last_token_count;
+    uint64_t accepted, stale, duplicate, errors, over_share;
+} client;
+
+typedef struct worker {
+    int32_t task;
+    int64_t local_step;
+    int64_t last_seen_wall_ms;
+    /* The counts of its clients reclaimed so far (reclaim_client). */
+    uint64_t accepted, stale, duplicate, errors, chained, over_share;
+} worker;
+
+typedef struct coord {
+    const sr_coord_opts *o;
+    sr_store            *st;
+    int                  lock_fd; /* the store's writer lock (exclusive.c), or -1 */
+    void                *ctx, *sock;
+    sr_auth             *auth; /* CURVE, or NULL */
+    uint64_t             incarnation;
+    int64_t              global_step;
+    int64_t              committed_step;
+    int64_t              restored_step; /* the global step this incarnation started at */
+    uint64_t             largest_var;   /* bytes of the largest stored variable, at start */
+    int                  model_ready;
+    cvar                *vars;
+    size_t               nvars, cap_vars;
+    size_t               ntrainable, ntaken; /* accumulators (partitions), taken ones */
+    client              *clients;
+    size_t               nclients, cap_clients;
+    size_t               nholding; /* clients with push answers held back */
+    uint64_t             park_counter;
+    worker              *workers;
+    size_t               nworkers, cap_workers;
+    sr_tokens            tokens;
+    sr_store_contrib    *log; /* step log rows not committed yet */
+    size_t               nlog, cap_log;
+    int                  commit_pending; /* tokens wait for a commit that failed */
+    int64_t              commit_retry_ms;
+    int64_t              pending_release; /* tokens to release once committed */
+    int64_t              last_rate_ms, last_rate_step;
+    int64_t              last_shared_check_ms;
+    uint64_t             malformed;
+    uint64_t             refused; /* requests from clients outside the job (sr__coord_admit) */
+    int64_t              last_refused_log_ms;
+    uint64_t             max_var_bytes; /* the largest variable's size */
+    int64_t              max_msg;       /* ZMQ_MAXMSGSIZE, announced in HELLO replies */
+    /* The chief's declaration whose initial value is arriving in parts
+     * (DECLARE flagged SR_WIRE_DECLARE_PART): its descriptor, the value's
+     * buffer (NULL: none) and how many of its first bytes have arrived. */
+    sr_wire_vardesc pdecl;
+    vbuf           *pdecl_vb;
+    uint64_t        pdecl_got;
+    uint64_t        total_var_bytes; /* all variables' sizes */
+    uint32_t       *index;           /* sr__coord_find_var's name index */
+    size_t          index_cap;
+    int64_t         last_malformed_log_ms;
+    double          steps_per_s;
+    /* --commit async: a writer thread with its own store connection commits
+     * a snapshot of step g while the loop goes on with g + 1. */
+    sr_store          *wst; /* the writer's connection */
+    pthread_t          writer;
+    int                writer_started;
+    pthread_mutex_t    wmu;
+    pthread_cond_t     wcv;
+    struct commit_job *wjob;          /* handed to the writer; NULL when it is idle */
+    int                wstop;         /* under wmu: finish and exit */
+    int64_t            wcommitted;    /* under wmu: the last step the writer committed */
+    int                commit_wanted; /* a step to snapshot once the writer is idle */
+    /* Store commits, by the loop or the writer (timed_commit): how many,
+     * their time (summed, longest, last), and how many failed. */
+    _Atomic uint64_t commits, commit_us, commit_max_us, commit_last_us, commit_failures;
+    int64_t          last_snapshot_ns; /* when the last one was handed over */
+    void            *scratch[2];       /* aligned copies of small, misaligned frames */
+    size_t           scratch_cap[2];
+    /* A sparse push split by partition: indices, rows, per-partition counts. */
+    int64_t  *sp_idx;
+    uint8_t  *sp_rows;
+    uint64_t *sp_start;
+    size_t    sp_idx_cap, sp_rows_cap, sp_start_cap;
+} coord;
+
+typedef struct {
+    const void *data;
+    size_t      len;
+} frame;
+
+enum { HELD_ALONE, HELD_BEFORE_REPLY, HELD_ONE_MESSAGE };
+
+/* Everything of one commit.  With `copies`, the job owns copies of the
+ * tensors, dirty maps and log, so the loop may go on changing its own. */
+typedef struct commit_job {
+    sr_store_commit   cm;
+    sr_store_tensor  *t;
+    sr_store_worker  *w;
+    sr_store_contrib *log;
+    void            **own; /* owned buffers, freed with the job */
+    size_t            nown;
+    vbuf            **held; /* values referenced instead of copied */
+    size_t            nheld;
+} commit_job;
+
+typedef struct req_ctx {
+    const uint8_t *rid;
+    size_t         rid_len;
+    sr_wire_header h;
+    zmq_msg_t     *body; /* body frames (after the header) */
+    int            nbody;
+    client        *cl;
+} req_ctx;
+
+#define REPLY_ERR(r, code, ...)                                                 \
+    do {                                                                        \
+        char msg_[1024];                                                        \
+        snprintf(msg_, sizeof(msg_), __VA_ARGS__);                              \
+        sr__coord_send_error(c, (r)->rid, (r)->rid_len, &(r)->h, (code), msg_); \
+    } while (0)
+
+/* ---- server_model.c */
+vbuf  *sr__coord_vbuf_new(size_t bytes);
+void   sr__coord_vbuf_release(vbuf *b);
+void   sr__coord_vbuf_msg_free(void *data, void *hint);
+vbuf  *sr__coord_apply_target(const coord *c, cvar *v);
+cvar  *sr__coord_find_var(coord *c, const char *name);
+void   sr__coord_free_var(cvar *v);
+void   sr__coord_part_range(const cvar *v, uint32_t p, uint64_t *row0, uint64_t *nrows);
+sr_err sr__coord_acc_memory(coord *c, cvar *v);
+int    sr__coord_task_share(const sr_coord_opts *o);
+sr_err sr__coord_add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots);
+sr_err sr__coord_load_model(coord *c);
+/* ---- server_step.c */
+void   sr__coord_job_free(commit_job *j);
+sr_err sr__coord_build_job(coord *c, int copies, commit_job **out);
+double sr__coord_commit_mean_ms(const coord *c);
+sr_err sr__coord_commit_now(coord *c);
+void   sr__coord_async_snapshot(coord *c);
+void   sr__coord_store_opts(const sr_coord_opts *o, sr_store_opts *so);
+sr_err sr__coord_writer_start(coord *c);
+sr_err sr__coord_writer_stop(coord *c);
+void   sr__coord_commit_and_release(coord *c);
+void   sr__coord_step_took(coord *c, int ntook);
+/* ---- server_peers.c */
+void   sr__coord_touch_worker(coord *c, int32_t task, int64_t local_step);
+void   sr__coord_send_held(coord *c, client *cl, int how);
+void   sr__coord_flush_held(coord *c, client *cl);
+void   sr__coord_flush_held_batch(coord *c, int all);
+void   sr__coord_push_reply(coord *c, req_ctx *r, int outcome);
+int    sr__coord_give_token(coord *c, client *cl, uint64_t req_id, int want);
+void   sr__coord_serve_parked(coord *c);
+int    sr__coord_take_pull_slots(coord *c, const req_ctx *r, cvar *const *vars, int n,
+                                 pull_slot **out);
+size_t sr__coord_reclaim_gone(coord *c, int64_t idle_ms);
+int    sr__coord_admit(coord *c, req_ctx *r);
+/* ---- server_reply.c */
+int  sr__coord_send_hdr(coord *c, const sr_wire_header *req, int status, int64_t local_step,
+                        uint16_t flags, int more);
+int  sr__coord_send_head(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
+                         int status, int64_t local_step, uint16_t flags, int more);
+int  sr__coord_send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
+                          int status, int64_t local_step, const frame *frames, int nframes);
+void sr__coord_send_error(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
+                          sr_err e, const char *detail);
+int  sr__coord_send_value_frame(coord *c, cvar *v, int last, pull_slot *slot);
+void sr__coord_encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f);
+int  sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want);
+void sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v);
+/* ---- server_handshake.c */
+void sr__coord_handle_hello(coord *c, req_ctx *r);
+void sr__coord_pdecl_drop(coord *c);
+void sr__coord_handle_declare(coord *c, req_ctx *r);
+void sr__coord_handle_ready(coord *c, req_ctx *r);
+/* ---- server_push.c */
+void sr__coord_handle_push(coord *c, req_ctx *r);
+void sr__coord_handle_push_sparse(coord *c, req_ctx *r);
+/* ---- server_pull.c */
+void sr__coord_handle_pull(coord *c, req_ctx *r);
+void sr__coord_handle_token(coord *c, req_ctx *r);
+void sr__coord_handle_ping(coord *c, req_ctx *r);
+void sr__coord_handle_status(coord *c, req_ctx *r);
+/* ---- server_status.c */
+sr_store *sr__coord_commit_store(const coord *c);
+void      sr__coord_status_json(coord *c, sr_strbuf *b);
+void      sr__coord_log_commits(const coord *c);
+void      sr__coord_log_wal_checkpoints(const coord *c);
+/* ---- server_start.c */
+sr_err sr__coord_open_store(coord *c);
+sr_err sr__coord_start(coord *c);
+sr_err sr__coord_open_socket(coord *c);
+void   sr__coord_free(coord *c);
+void   sr__coord_model_ready_now(coord *c);
+/* ---- server.c */
+void sr__coord_dispatch(coord *c, zmq_msg_t *parts, int nparts);
+
+#endif
