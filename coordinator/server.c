@@ -16,7 +16,7 @@
 static void
 count_malformed(coord *c, const char *why)
 {
-    int64_t now = sr_clock_now_ms();
+    int64_t now = sr__coord_now_ms(c);
     c->malformed++;
     if (now - c->last_malformed_log_ms >= 5000) {
         c->last_malformed_log_ms = now;
@@ -204,7 +204,7 @@ check_shared_tasks(coord *c, int64_t now)
 static void
 periodic(coord *c)
 {
-    int64_t now = sr_clock_now_ms();
+    int64_t now = sr__coord_now_ms(c);
 
     if (c->commit_pending && now >= c->commit_retry_ms) {
         sr__coord_commit_and_release(c);
@@ -239,6 +239,34 @@ periodic(coord *c)
     }
 }
 
+/* ---- lifecycle transitions (server_int.h draws them) ------------------- */
+
+/* STARTING -> WAIT_MODEL: the incarnation has begun and the store's model
+ * is loaded (sr__coord_start). */
+void
+sr__coord_wait_model(coord *c)
+{
+    SR_ASSERT(c->state == COORD_STARTING);
+    c->state = COORD_WAIT_MODEL;
+}
+
+/* WAIT_MODEL -> SERVING: the model is ready (restored from the store, or
+ * marked by the chief): K init tokens at the current global step. */
+void
+sr__coord_serve(coord *c)
+{
+    int k = c->o->init_tokens >= 0 ? c->o->init_tokens : c->o->R;
+
+    SR_ASSERT(c->state == COORD_WAIT_MODEL);
+    c->state = COORD_SERVING;
+    if (sr__tokens_put(&c->tokens, c->global_step, (size_t)k) != SR_OK) {
+        SR_LOG(SR_LOG_ERR, "COORD-TOKENS", "cannot queue %d init tokens: %s", k, sr_errdetail());
+    }
+    SR_LOG(SR_LOG_NOTICE, "COORD-READY",
+           "model ready variables=%zu trainable=%zu global_step=%" PRId64 " init_tokens=%d",
+           c->nvars, c->ntrainable, c->global_step, k);
+}
+
 static int
 step_in_progress(const coord *c)
 {
@@ -250,6 +278,33 @@ step_in_progress(const coord *c)
         }
     }
     return 0;
+}
+
+/* The stop flag: SERVING -> DRAINING, to finish the step in progress
+ * within grace_ms; WAIT_MODEL -> STOPPED, as no step can be in progress
+ * before the model is ready. */
+static void
+drain(coord *c)
+{
+    SR_ASSERT(c->state == COORD_WAIT_MODEL || c->state == COORD_SERVING);
+    SR_LOG(SR_LOG_NOTICE, "COORD-STOPPING",
+           "signal received; finishing the step in progress (grace %d ms)", c->o->grace_ms);
+    if (c->state == COORD_WAIT_MODEL) {
+        c->state = COORD_STOPPED;
+        return;
+    }
+    c->state = COORD_DRAINING;
+    c->drain_deadline_ms = sr__coord_now_ms(c) + c->o->grace_ms;
+}
+
+/* DRAINING -> STOPPED once no step is in progress or the grace is over. */
+static void
+stop_when_drained(coord *c)
+{
+    SR_ASSERT(c->state == COORD_DRAINING);
+    if (!step_in_progress(c) || sr__coord_now_ms(c) >= c->drain_deadline_ms) {
+        c->state = COORD_STOPPED;
+    }
 }
 
 /* Receive one multipart message (non-blocking) and dispatch it.  Returns 1
@@ -301,10 +356,8 @@ recv_one(coord *c)
 sr_err
 sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
 {
-    coord   c;
-    sr_err  rc;
-    int64_t drain_deadline = 0;
-    int     draining = 0;
+    coord  c;
+    sr_err rc = SR_OK;
 
     if (o->R < 1 || o->N < 1) {
         return sr_fail(SR_EINVAL, "replicas-to-aggregate (%d) and total-replicas (%d) must be >= 1",
@@ -317,10 +370,7 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
                        "R - N = %d",
                        k, o->R - o->N);
     }
-    memset(&c, 0, sizeof(c));
-    c.o = o;
-    c.lock_fd = -1;
-    sr__tokens_init(&c.tokens);
+    sr__coord_init(&c, o);
     /* The endpoint checked and bound before the store counts an incarnation:
      * a refused start writes nothing into it (a new store stays empty). */
     if ((rc = sr__coord_check_endpoint(o->bind)) != SR_OK ||
@@ -332,20 +382,20 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         sr__coord_free(&c);
         return rc;
     }
-    c.last_rate_ms = sr_clock_now_ms();
+    c.last_rate_ms = sr__coord_now_ms(&c);
     c.last_rate_step = c.global_step;
     for (;;) {
         zmq_pollitem_t it[3] = {{c.sock, 0, ZMQ_POLLIN, 0}};
         int            nit = 1 + sr__auth_pollitems(c.auth, &it[1]);
         int            handled = 0;
 
-        if (*stop && !draining) {
-            draining = 1;
-            drain_deadline = sr_clock_now_ms() + o->grace_ms;
-            SR_LOG(SR_LOG_NOTICE, "COORD-STOPPING",
-                   "signal received; finishing the step in progress (grace %d ms)", o->grace_ms);
+        if (*stop && (c.state == COORD_WAIT_MODEL || c.state == COORD_SERVING)) {
+            drain(&c);
         }
-        if (draining && (!step_in_progress(&c) || sr_clock_now_ms() >= drain_deadline)) {
+        if (c.state == COORD_DRAINING) {
+            stop_when_drained(&c);
+        }
+        if (c.state == COORD_STOPPED) {
             break;
         }
         /* A snapshot waiting (for the writer or --commit-interval-ms)
@@ -353,6 +403,7 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         int wait_ms = c.writer_started && c.commit_wanted ? 1 : 100;
         if (zmq_poll(it, nit, wait_ms) < 0 && errno != EINTR) {
             rc = sr_fail(SR_EMSG, "zmq_poll: %s", zmq_strerror(errno));
+            c.state = COORD_STOPPED; /* the socket failed: nothing more to serve */
             break;
         }
         sr__auth_handle(c.auth);

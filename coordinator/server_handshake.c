@@ -20,22 +20,19 @@
 void
 sr__coord_handle_hello(coord *c, req_ctx *r)
 {
-    sr_wire_hello_rep rep = {c->global_step,
-                             (uint8_t)c->model_ready,
-                             c->o->R,
-                             c->o->N,
-                             c->max_msg > 0 ? (uint64_t)c->max_msg : 0,
-                             c->o->partition_bytes};
-    uint8_t           buf[SR_WIRE_BODY_MAX];
-    size_t            n = sr_wire_hello_rep_encode(&rep, buf, sizeof(buf));
-    frame             f = {buf, n};
+    sr_wire_hello_rep rep = {
+        c->global_step, (uint8_t)sr__coord_model_ready(c),         c->o->R,
+        c->o->N,        c->max_msg > 0 ? (uint64_t)c->max_msg : 0, c->o->partition_bytes};
+    uint8_t buf[SR_WIRE_BODY_MAX];
+    size_t  n = sr_wire_hello_rep_encode(&rep, buf, sizeof(buf));
+    frame   f = {buf, n};
 
-    sr__coord_touch_worker(c, r->h.task_index, c->model_ready ? c->global_step : -1);
+    sr__coord_touch_worker(c, r->h.task_index, sr__coord_model_ready(c) ? c->global_step : -1);
     /* Flagged: this coordinator accepts chains and pulls of many variables
      * (docs/protocol.md). */
     if (sr__coord_send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step,
                             SR_WIRE_F_CHAIN | SR_WIRE_F_MANY, 1) == 0) {
-        zmq_send(c->sock, f.data, f.len, 0);
+        sr__coord_send(c, f.data, f.len, 0);
     }
 }
 
@@ -231,10 +228,11 @@ sr__coord_handle_declare(coord *c, req_ctx *r)
         return;
     }
     if (r->h.task_index != 0 || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY)) {
-        REPLY_ERR(
-            r, c->model_ready || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY) ? SR_ENOENT : SR_ENOTREADY,
-            "variable %s: not declared by the chief%s", SR_ESC(d.name),
-            c->model_ready ? "" : " (model not ready yet)");
+        REPLY_ERR(r,
+                  sr__coord_model_ready(c) || (d.flags & SR_WIRE_DECLARE_CHECK_ONLY) ? SR_ENOENT
+                                                                                     : SR_ENOTREADY,
+                  "variable %s: not declared by the chief%s", SR_ESC(d.name),
+                  sr__coord_model_ready(c) ? "" : " (model not ready yet)");
         return;
     }
     if (fits_memory(c, d.name, nbytes, trainable) != SR_OK) {
@@ -282,7 +280,7 @@ sr__coord_handle_declare(coord *c, req_ctx *r)
            "variable=\"%s\" type=%s bytes=%" PRIu64 " trainable=%d global_step=%" PRId64 "%s%s",
            SR_ESC(d.name), want, nbytes, trainable, c->global_step,
            (d.flags & SR_WIRE_DECLARE_PART) ? " (in parts)" : "",
-           c->model_ready ? " (added to a ready model)" : "");
+           sr__coord_model_ready(c) ? " (added to a ready model)" : "");
     sr__coord_send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
 }
 
@@ -301,18 +299,18 @@ sr__coord_handle_ready(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EINVAL, "READY: only the chief (task 0) marks the model ready");
         return;
     }
-    if (q.mark && !c->model_ready) {
+    if (q.mark && c->state == COORD_WAIT_MODEL) {
         sr_err rc = sr_store_set_ready(c->st);
         if (rc != SR_OK) {
             REPLY_ERR(r, rc, "mark ready: %s", sr_errdetail());
             return;
         }
-        sr__coord_model_ready_now(c);
+        sr__coord_serve(c); /* WAIT_MODEL -> SERVING */
     }
-    if (c->model_ready) {
+    if (sr__coord_model_ready(c)) {
         sr__coord_touch_worker(c, r->h.task_index, c->global_step);
     }
-    sr_wire_ping_rep rep = {(uint8_t)c->model_ready, c->global_step};
+    sr_wire_ping_rep rep = {(uint8_t)sr__coord_model_ready(c), c->global_step};
     frame            f = {buf, sr_wire_ping_rep_encode(&rep, buf, sizeof(buf))};
     sr__coord_send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);
 }

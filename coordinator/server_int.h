@@ -149,6 +149,61 @@ typedef struct worker {
     uint64_t accepted, stale, duplicate, errors, chained, over_share;
 } worker;
 
+/* ---- the lifecycle (one coordinator process = one incarnation) ---------
+ *
+ *  STARTING --sr__coord_start--> WAIT_MODEL --READY (mark) from the chief--> SERVING
+ *                                 |   (or at once: the store's model is ready)  |
+ *                                 | stop flag                                   | stop flag
+ *                                 v                                             v
+ *                              STOPPED <--no step in progress, or grace_ms-- DRAINING
+ *
+ *  transition             function
+ *  STARTING -> WAIT_MODEL sr__coord_wait_model (from sr__coord_start: a new
+ *                         incarnation, the rewind asked for, the model loaded)
+ *  WAIT_MODEL -> SERVING  sr__coord_serve (init tokens; from sr__coord_start
+ *                         when the store's model is ready, else handle_ready)
+ *  SERVING -> DRAINING    drain (server.c), once the stop flag is seen
+ *  WAIT_MODEL -> STOPPED  drain: no step can be in progress without a model
+ *  DRAINING -> STOPPED    stop_when_drained (server.c)
+ *  any -> STOPPED         sr_coord_run, when polling the socket fails
+ *
+ * Invariants.  STARTING: no message has been handled; the store was opened
+ * (and a refused start has written nothing).  WAIT_MODEL: the chief may
+ * declare variables; pushes, pulls and tokens are answered SR_ENOTREADY.
+ * SERVING and DRAINING (the model is ready, sr__coord_model_ready): every
+ * trainable variable has its accumulators; those not TAKEN accept exactly
+ * local_step == global_step; the tokens of step g are released only after
+ * step g is committed (when the policy commits it; server_step.c).
+ * DRAINING: requests are still served until the step in progress applies,
+ * or drain_deadline_ms passes.  STOPPED: the loop has ended; the final
+ * commit follows.  A message never crashes the loop: every decode and check
+ * happens before any state changes, and failures get an error reply. */
+typedef enum {
+    COORD_STARTING = 0,
+    COORD_WAIT_MODEL = 1,
+    COORD_SERVING = 2,
+    COORD_DRAINING = 3,
+    COORD_STOPPED = 4,
+} coord_state;
+
+/* ---- the I/O seam -------------------------------------------------------
+ *
+ * Every frame a handler sends and every clock reading of the handlers and
+ * peers goes through these (server_reply.c sr__coord_send / _send_msg,
+ * sr__coord_now_ms), so a unit test drives sr__coord_dispatch in-process
+ * with a fake: no socket, no real time.  The real one (server_start.c) is
+ * the ROUTER socket and the monotonic clock. */
+typedef struct coord_io {
+    /* zmq_send's contract: one frame of len bytes, flags ZMQ_SNDMORE and
+     * ZMQ_DONTWAIT; the bytes sent, or -1 (peer gone, queue full). */
+    int (*send)(void *ctx, const void *data, size_t len, int flags);
+    /* zmq_msg_send's: on success the message is the callee's (its free
+     * function runs once it is sent), on failure still the caller's. */
+    int (*send_msg)(void *ctx, zmq_msg_t *m, int flags);
+    int64_t (*now_ms)(void *ctx); /* monotonic milliseconds */
+    void *ctx;                    /* the socket, or the fake's state */
+} coord_io;
+
 typedef struct coord {
     const sr_coord_opts *o;
     sr_store            *st;
@@ -158,9 +213,11 @@ typedef struct coord {
     uint64_t             incarnation;
     int64_t              global_step;
     int64_t              committed_step;
-    int64_t              restored_step; /* the global step this incarnation started at */
-    uint64_t             largest_var;   /* bytes of the largest stored variable, at start */
-    int                  model_ready;
+    int64_t              restored_step;     /* the global step this incarnation started at */
+    uint64_t             largest_var;       /* bytes of the largest stored variable, at start */
+    coord_state          state;             /* the lifecycle, above */
+    int64_t              drain_deadline_ms; /* DRAINING: stop by then */
+    coord_io             io;                /* every send and clock reading */
     cvar                *vars;
     size_t               nvars, cap_vars;
     size_t               ntrainable, ntaken; /* accumulators (partitions), taken ones */
@@ -325,8 +382,37 @@ sr_err sr__coord_open_store(coord *c);
 sr_err sr__coord_start(coord *c);
 sr_err sr__coord_open_socket(coord *c);
 void   sr__coord_free(coord *c);
-void   sr__coord_model_ready_now(coord *c);
+void   sr__coord_init(coord *c, const sr_coord_opts *o);
 /* ---- server.c */
+/* The lifecycle's transitions (the diagram above). */
+void sr__coord_wait_model(coord *c);
+void sr__coord_serve(coord *c);
 void sr__coord_dispatch(coord *c, zmq_msg_t *parts, int nparts);
+
+/* The seam's three calls (coord_io). */
+static inline int
+sr__coord_send(coord *c, const void *data, size_t len, int flags)
+{
+    return c->io.send(c->io.ctx, data, len, flags);
+}
+
+static inline int
+sr__coord_send_msg(coord *c, zmq_msg_t *m, int flags)
+{
+    return c->io.send_msg(c->io.ctx, m, flags);
+}
+
+static inline int64_t
+sr__coord_now_ms(const coord *c)
+{
+    return c->io.now_ms(c->io.ctx);
+}
+
+/* The model is ready: requests for it are served (SERVING, DRAINING). */
+static inline int
+sr__coord_model_ready(const coord *c)
+{
+    return c->state == COORD_SERVING || c->state == COORD_DRAINING;
+}
 
 #endif

@@ -80,7 +80,7 @@ sr__coord_send_held(coord *c, client *cl, int how)
         } else if (sr__coord_send_hdr(c, &cl->held[i].h, SR_OK, cl->held[i].step,
                                       end ? 0 : SR_WIRE_F_CHAIN, 1) == 0) {
             /* the rest of a message ZeroMQ took */
-            zmq_send(c->sock, buf, n, end ? 0 : ZMQ_SNDMORE);
+            sr__coord_send(c, buf, n, end ? 0 : ZMQ_SNDMORE);
         }
     }
     if (cl->nheld > 0) {
@@ -94,7 +94,7 @@ void
 sr__coord_flush_held(coord *c, client *cl)
 {
     int chained = cl->chained > 0 && cl->nheld > 1;
-    if (chained && zmq_send(c->sock, cl->rid, cl->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    if (chained && sr__coord_send(c, cl->rid, cl->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         chained = 0; /* the peer is gone or its queue full: each is tried (and lost) alone */
     }
     sr__coord_send_held(c, cl, chained ? HELD_ONE_MESSAGE : HELD_ALONE);
@@ -107,7 +107,7 @@ sr__coord_flush_held(coord *c, client *cl)
 void
 sr__coord_flush_held_batch(coord *c, int all)
 {
-    int64_t now = sr_clock_now_ms();
+    int64_t now = sr__coord_now_ms(c);
 
     for (size_t i = 0; c->nholding > 0 && i < c->nclients; i++) {
         client *cl = &c->clients[i];
@@ -145,7 +145,7 @@ sr__coord_push_reply(coord *c, req_ctx *r, int outcome)
     }
     cl->held = q;
     if (cl->nheld == 0) {
-        cl->held_since_ms = sr_clock_now_ms();
+        cl->held_since_ms = sr__coord_now_ms(c);
         c->nholding++;
     }
     q[cl->nheld].h = r->h;
@@ -297,7 +297,7 @@ reclaim_client(coord *c, size_t i)
 size_t
 sr__coord_reclaim_gone(coord *c, int64_t idle_ms)
 {
-    int64_t now = sr_clock_now_ms();
+    int64_t now = sr__coord_now_ms(c);
     size_t  n = 0;
 
     for (size_t i = c->nclients; i-- > 0;) {
@@ -311,7 +311,7 @@ sr__coord_reclaim_gone(coord *c, int64_t idle_ms)
 static void
 count_refused(coord *c, const char *why)
 {
-    int64_t now = sr_clock_now_ms();
+    int64_t now = sr__coord_now_ms(c);
     c->refused++;
     if (now - c->last_refused_log_ms >= 5000) {
         c->last_refused_log_ms = now;
@@ -380,7 +380,7 @@ sr__coord_admit(coord *c, req_ctx *r)
         memset(cl, 0, sizeof(*cl));
         cl->client_id = h->client_id;
         cl->task = h->task_index;
-        cl->joined_ms = sr_clock_now_ms();
+        cl->joined_ms = sr__coord_now_ms(c);
         SR_LOG(SR_LOG_NOTICE, "COORD-WORKER-JOIN", "task=%d client=%016" PRIx64, h->task_index,
                h->client_id);
     } else if (cl->gone) {
@@ -392,7 +392,7 @@ sr__coord_admit(coord *c, req_ctx *r)
         memcpy(cl->rid, r->rid, r->rid_len);
         cl->rid_len = r->rid_len;
     }
-    cl->last_seen_ms = sr_clock_now_ms();
+    cl->last_seen_ms = sr__coord_now_ms(c);
     r->cl = cl;
     return 0;
 }

@@ -37,7 +37,7 @@ pull_targets(coord *c, req_ctx *r, cvar **vars)
             REPLY_ERR(r, SR_EINVAL, "pull \"%s\": %s", SR_ESC(nm.name), sr_errdetail());
             return -1;
         }
-        if (!c->model_ready) {
+        if (!sr__coord_model_ready(c)) {
             REPLY_ERR(r, SR_ENOTREADY, "pull %s: model not ready", SR_ESC(nm.name));
             return -1;
         }
@@ -71,10 +71,10 @@ handle_pull_many(coord *c, req_ctx *r)
         return;
     }
     /* The rest of a message ZeroMQ took. */
-    zmq_send(c->sock, vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb)), ZMQ_SNDMORE);
+    sr__coord_send(c, vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb)), ZMQ_SNDMORE);
     for (int i = 0; i < r->nbody; i++) {
         sr__coord_encode_vardesc(vars[i], db, sizeof(db), &f);
-        zmq_send(c->sock, f.data, f.len, ZMQ_SNDMORE);
+        sr__coord_send(c, f.data, f.len, ZMQ_SNDMORE);
         sr__coord_send_value_frame(c, vars[i], i + 1 == r->nbody, slots[i]);
     }
 }
@@ -106,7 +106,7 @@ sr__coord_handle_token(coord *c, req_ctx *r)
 {
     client *cl = r->cl;
 
-    if (!c->model_ready) {
+    if (!sr__coord_model_ready(c)) {
         REPLY_ERR(r, SR_ENOTREADY, "token: model not ready");
         return;
     }
@@ -129,7 +129,7 @@ sr__coord_handle_token(coord *c, req_ctx *r)
 void
 sr__coord_handle_ping(coord *c, req_ctx *r)
 {
-    sr_wire_ping_rep rep = {(uint8_t)c->model_ready, c->global_step};
+    sr_wire_ping_rep rep = {(uint8_t)sr__coord_model_ready(c), c->global_step};
     uint8_t          buf[32];
     frame            f = {buf, sr_wire_ping_rep_encode(&rep, buf, sizeof(buf))};
     sr__coord_send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, &f, 1);

@@ -53,7 +53,7 @@ push_target(coord *c, req_ctx *r, const sr_wire_pushdesc *p)
         REPLY_ERR(r, SR_EINVAL, "push \"%s\": %s", SR_ESC(p->name), sr_errdetail());
         return NULL;
     }
-    if (!c->model_ready) {
+    if (!sr__coord_model_ready(c)) {
         REPLY_ERR(r, SR_ENOTREADY, "push %s: model not ready", SR_ESC(p->name));
         return NULL;
     }

@@ -31,7 +31,7 @@ sr__coord_send_hdr(coord *c, const sr_wire_header *req, int status, int64_t loca
     h.status = status;
     h.local_step = local_step;
     sr_wire_header_encode(&h, hb);
-    return zmq_send(c->sock, hb, sizeof(hb), (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0 ? -1 : 0;
+    return sr__coord_send(c, hb, sizeof(hb), (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0 ? -1 : 0;
 }
 
 /* The routing id and the reply header. */
@@ -39,7 +39,7 @@ int
 sr__coord_send_head(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
                     int status, int64_t local_step, uint16_t flags, int more)
 {
-    if (zmq_send(c->sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    if (sr__coord_send(c, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         return -1;
     }
     return sr__coord_send_hdr(c, req, status, local_step, flags, more);
@@ -53,8 +53,8 @@ sr__coord_send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire
         return -1;
     }
     for (int i = 0; i < nframes; i++) {
-        if (zmq_send(c->sock, frames[i].data, frames[i].len,
-                     (i + 1 < nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+        if (sr__coord_send(c, frames[i].data, frames[i].len,
+                           (i + 1 < nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
             return -1;
         }
     }
@@ -105,7 +105,7 @@ sr__coord_send_value_frame(coord *c, cvar *v, int last, pull_slot *slot)
             return -1;
         }
     }
-    if (zmq_msg_send(&m, c->sock, (last ? 0 : ZMQ_SNDMORE) | ZMQ_DONTWAIT) < 0) {
+    if (sr__coord_send_msg(c, &m, (last ? 0 : ZMQ_SNDMORE) | ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&m); /* not sent: drops the reference */
         return -1;
     }
@@ -154,7 +154,7 @@ sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token,
     /* The pushes' answers first, as they came: in the token's message when
      * the client reads chains. */
     if (cl->chained > 0 && cl->nheld > 0) {
-        if (zmq_send(c->sock, cl->rid, cl->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        if (sr__coord_send(c, cl->rid, cl->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
             return -1;
         }
         sr__coord_send_held(c, cl, HELD_BEFORE_REPLY);
@@ -172,10 +172,10 @@ sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token,
     }
     /* The rest goes into the same pipe as the first frames: ZeroMQ delivers
      * a multipart message whole or not at all. */
-    zmq_send(c->sock, vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb)), ZMQ_SNDMORE);
+    sr__coord_send(c, vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb)), ZMQ_SNDMORE);
     for (size_t i = 0; i < c->nvars; i++) {
         sr__coord_encode_vardesc(&c->vars[i], db, sizeof(db), &f);
-        zmq_send(c->sock, f.data, f.len, ZMQ_SNDMORE);
+        sr__coord_send(c, f.data, f.len, ZMQ_SNDMORE);
         sr__coord_send_value_frame(c, &c->vars[i], i + 1 == c->nvars, NULL);
     }
     return 0;
@@ -190,7 +190,7 @@ sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *
         return;
     }
     if (sr__coord_send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 0, 1) == 0 &&
-        zmq_send(c->sock, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
+        sr__coord_send(c, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
         sr__coord_send_value_frame(c, v, 1, slot);
     }
 }

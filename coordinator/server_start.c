@@ -18,21 +18,6 @@
 #include "core/strbuf.h"
 #include "core/text.h"
 
-/* WAIT_MODEL -> SERVING: the init tokens, at the current global step. */
-void
-sr__coord_model_ready_now(coord *c)
-{
-    int k = c->o->init_tokens >= 0 ? c->o->init_tokens : c->o->R;
-
-    c->model_ready = 1;
-    if (sr__tokens_put(&c->tokens, c->global_step, (size_t)k) != SR_OK) {
-        SR_LOG(SR_LOG_ERR, "COORD-TOKENS", "cannot queue %d init tokens: %s", k, sr_errdetail());
-    }
-    SR_LOG(SR_LOG_NOTICE, "COORD-READY",
-           "model ready variables=%zu trainable=%zu global_step=%" PRId64 " init_tokens=%d",
-           c->nvars, c->ntrainable, c->global_step, k);
-}
-
 /* --resume-from-step S: S must be a retained checkpoint.  Checked before
  * anything is written (a new incarnation included), so a refused start
  * changes nothing; the message lists the steps there are. */
@@ -190,8 +175,9 @@ sr__coord_start(coord *c)
            "R=%d N=%d optimizer=%s",
            o->store_path, c->incarnation, c->global_step, c->nvars, info.model_ready, o->R, o->N,
            sr__optim_name(o->optim.kind));
+    sr__coord_wait_model(c);
     if (info.model_ready) {
-        sr__coord_model_ready_now(c);
+        sr__coord_serve(c);
     }
     return SR_OK;
 }
@@ -230,6 +216,7 @@ sr__coord_open_socket(coord *c)
     }
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
     c->max_msg = maxmsg;
+    c->io.ctx = c->sock;
     if (c->o->curve_secret_key_file != NULL) {
         rc = sr__auth_open(c->ctx, c->sock, c->o->curve_secret_key_file, c->o->authorized_keys,
                            &c->auth);
@@ -252,6 +239,41 @@ sr__coord_open_socket(coord *c)
                c->auth ? "on" : "off", maxmsg);
     }
     return SR_OK;
+}
+
+/* The real I/O (coord_io): the ROUTER socket and the monotonic clock. */
+static int
+zmq_io_send(void *sock, const void *data, size_t len, int flags)
+{
+    return zmq_send(sock, data, len, flags);
+}
+
+static int
+zmq_io_send_msg(void *sock, zmq_msg_t *m, int flags)
+{
+    return zmq_msg_send(m, sock, flags);
+}
+
+static int64_t
+clock_now_ms(void *unused)
+{
+    (void)unused;
+    return sr_clock_now_ms();
+}
+
+/* An empty coordinator in STARTING with the real I/O (the socket comes
+ * with sr__coord_open_socket); release with sr__coord_free. */
+void
+sr__coord_init(coord *c, const sr_coord_opts *o)
+{
+    memset(c, 0, sizeof(*c));
+    c->o = o;
+    c->lock_fd = -1;
+    c->state = COORD_STARTING;
+    c->io.send = zmq_io_send;
+    c->io.send_msg = zmq_io_send_msg;
+    c->io.now_ms = clock_now_ms;
+    sr__tokens_init(&c->tokens);
 }
 
 void

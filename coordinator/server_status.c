@@ -25,7 +25,7 @@ sr__coord_commit_store(const coord *c)
 void
 sr__coord_status_json(coord *c, sr_strbuf *b)
 {
-    int64_t now = sr_clock_now_ms();
+    int64_t now = sr__coord_now_ms(c);
 
     sr_strbuf_printf(b,
                      "{\"incarnation\":%" PRIu64 ",\"global_step\":%" PRId64
@@ -36,7 +36,7 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
                      ",\"refused\":%" PRIu64 ",\"clients\":%zu,\"deterministic_sum\":%s"
                      ",\"accumulators\":[",
                      c->incarnation, c->global_step, c->committed_step, c->restored_step,
-                     c->model_ready ? "true" : "false", c->o->R, c->o->N,
+                     sr__coord_model_ready(c) ? "true" : "false", c->o->R, c->o->N,
                      sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed,
                      c->refused, c->nclients, c->o->deterministic_sum ? "true" : "false");
     int first = 1;

@@ -381,7 +381,7 @@ sr__coord_commit_and_release(coord *c)
                    sr_errname(rc), sr_errdetail());
         }
         c->commit_pending = 1;
-        c->commit_retry_ms = sr_clock_now_ms() + 1000;
+        c->commit_retry_ms = sr__coord_now_ms(c) + 1000;
         return;
     }
     if (c->commit_pending) {
