@@ -311,42 +311,84 @@ typedef struct req_ctx {
         sr__coord_send_error(c, (r)->rid, (r)->rid_len, &(r)->h, (code), msg_); \
     } while (0)
 
-/* ---- server_model.c */
-vbuf  *sr__coord_vbuf_new(size_t bytes);
-void   sr__coord_vbuf_release(vbuf *b);
-void   sr__coord_vbuf_msg_free(void *data, void *hint);
-vbuf  *sr__coord_apply_target(const coord *c, cvar *v);
-cvar  *sr__coord_find_var(coord *c, const char *name);
-void   sr__coord_free_var(cvar *v);
-void   sr__coord_part_range(const cvar *v, uint32_t p, uint64_t *row0, uint64_t *nrows);
+/* ---- server_model.c: the model's memory ------------------------------- */
+
+/* A value buffer of `bytes` with one reference; NULL when out of memory. */
+vbuf *sr__coord_vbuf_new(size_t bytes);
+/* Drop a reference (NULL-safe); the last one frees the buffer. */
+void sr__coord_vbuf_release(vbuf *b);
+/* zmq_msg_init_data's free function for a frame of a value (hint: its vbuf). */
+void sr__coord_vbuf_msg_free(void *data, void *hint);
+/* The buffer the apply writes v's new value into (see vbuf); NULL: no memory. */
+vbuf *sr__coord_apply_target(const coord *c, cvar *v);
+/* The variable of that name, or NULL. */
+cvar *sr__coord_find_var(coord *c, const char *name);
+/* Free what v owns (not v itself). */
+void sr__coord_free_var(cvar *v);
+/* Partition p of v: its first row and number of rows. */
+void sr__coord_part_range(const cvar *v, uint32_t p, uint64_t *row0, uint64_t *nrows);
+/* Give v's accumulators their sums' memory before a push adds into them. */
 sr_err sr__coord_acc_memory(coord *c, cvar *v);
-int    sr__coord_task_share(const sr_coord_opts *o);
+/* The most gradients one task gives a step (1 when N >= R, else ceil(R / N)). */
+int sr__coord_task_share(const sr_coord_opts *o);
+/* Add a variable with its value in vb (adopted on success); load_slots: read
+ * its optimizer slots from the store. */
 sr_err sr__coord_add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots);
+/* Load every stored variable as of the latest commit (SR_ECORRUPT: checksums). */
 sr_err sr__coord_load_model(coord *c);
-/* ---- server_step.c */
-void   sr__coord_job_free(commit_job *j);
+
+/* ---- server_step.c: apply, commit policy, tokens ----------------------- */
+
+/* A push took `ntook` accumulators: apply the step when all are taken. */
+void sr__coord_step_took(coord *c, int ntook);
+/* Commit and release the tokens held for it; retried by the loop on failure. */
+void sr__coord_commit_and_release(coord *c);
+
+/* ---- server_commit.c: commits and the async writer --------------------- */
+
+/* The commit of the current state; with `copies` it references the values
+ * and copies the rest (async), else it points into the live state. */
 sr_err sr__coord_build_job(coord *c, int copies, commit_job **out);
-double sr__coord_commit_mean_ms(const coord *c);
+void   sr__coord_job_free(commit_job *j);
+/* Commit the current state on the loop's connection (--commit sync, shutdown). */
 sr_err sr__coord_commit_now(coord *c);
-void   sr__coord_async_snapshot(coord *c);
+/* --commit async: hand a snapshot to the writer when it is idle and due. */
+void sr__coord_async_snapshot(coord *c);
+/* The mean of the commits so far, in ms. */
+double sr__coord_commit_mean_ms(const coord *c);
+/* The store options of the coordinator's connections. */
 void   sr__coord_store_opts(const sr_coord_opts *o, sr_store_opts *so);
 sr_err sr__coord_writer_start(coord *c);
+/* Stop the writer; a job it could not commit is committed by the loop. */
 sr_err sr__coord_writer_stop(coord *c);
-void   sr__coord_commit_and_release(coord *c);
-void   sr__coord_step_took(coord *c, int ntook);
-/* ---- server_peers.c */
-void   sr__coord_touch_worker(coord *c, int32_t task, int64_t local_step);
-void   sr__coord_send_held(coord *c, client *cl, int how);
-void   sr__coord_flush_held(coord *c, client *cl);
-void   sr__coord_flush_held_batch(coord *c, int all);
-void   sr__coord_push_reply(coord *c, req_ctx *r, int outcome);
-int    sr__coord_give_token(coord *c, client *cl, uint64_t req_id, int want);
-void   sr__coord_serve_parked(coord *c);
-int    sr__coord_take_pull_slots(coord *c, const req_ctx *r, cvar *const *vars, int n,
-                                 pull_slot **out);
+
+/* ---- server_peers.c: clients, held answers, parked tokens -------------- */
+
+/* The task's worker record: its local step (when >= 0) and last seen time. */
+void sr__coord_touch_worker(coord *c, int32_t task, int64_t local_step);
+/* Send cl's held push answers (how: HELD_*). */
+void sr__coord_send_held(coord *c, client *cl, int how);
+/* Send them now: in one message to a client that reads chains. */
+void sr__coord_flush_held(coord *c, client *cl);
+/* After a batch: the held answers of clients not waiting for a token (all: every one). */
+void sr__coord_flush_held_batch(coord *c, int all);
+/* Count a push's outcome (SR_PUSH_*) and hold its answer. */
+void sr__coord_push_reply(coord *c, req_ctx *r, int outcome);
+/* Give cl a token now: 0, -1 none it may take, -2 the peer is gone. */
+int sr__coord_give_token(coord *c, client *cl, uint64_t req_id, int want);
+/* Hand out queued tokens to the parked clients, oldest request first. */
+void sr__coord_serve_parked(coord *c);
+/* Free pull slots for n values: 0, or -1 after an error reply. */
+int sr__coord_take_pull_slots(coord *c, const req_ctx *r, cvar *const *vars, int n,
+                              pull_slot **out);
+/* Forget clients gone for idle_ms (0: any); how many were. */
 size_t sr__coord_reclaim_gone(coord *c, int64_t idle_ms);
-int    sr__coord_admit(coord *c, req_ctx *r);
-/* ---- server_reply.c */
+/* Find or make r's client (r->cl): 0, or -1 after a refusal reply. */
+int sr__coord_admit(coord *c, req_ctx *r);
+
+/* ---- server_reply.c: replies ------------------------------------------- */
+
+/* Frames of a reply to req: 0, or -1 when the peer is gone or its queue is full. */
 int  sr__coord_send_hdr(coord *c, const sr_wire_header *req, int status, int64_t local_step,
                         uint16_t flags, int more);
 int  sr__coord_send_head(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
@@ -355,38 +397,59 @@ int  sr__coord_send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr
                           int status, int64_t local_step, const frame *frames, int nframes);
 void sr__coord_send_error(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
                           sr_err e, const char *detail);
+/* A zero-copy frame of v's value; with a slot, a pull reply freeing it once sent. */
 int  sr__coord_send_value_frame(coord *c, cvar *v, int last, pull_slot *slot);
 void sr__coord_encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f);
 int  sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want);
 void sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v);
-/* ---- server_handshake.c */
+
+/* ---- the request handlers: each answers r (or holds the answer) -------- */
+
+/* server_handshake.c */
 void sr__coord_handle_hello(coord *c, req_ctx *r);
-void sr__coord_pdecl_drop(coord *c);
 void sr__coord_handle_declare(coord *c, req_ctx *r);
 void sr__coord_handle_ready(coord *c, req_ctx *r);
-/* ---- server_push.c */
+/* Drop a declaration's partly received initial value. */
+void sr__coord_pdecl_drop(coord *c);
+/* server_push.c */
 void sr__coord_handle_push(coord *c, req_ctx *r);
 void sr__coord_handle_push_sparse(coord *c, req_ctx *r);
-/* ---- server_pull.c */
+/* server_pull.c */
 void sr__coord_handle_pull(coord *c, req_ctx *r);
 void sr__coord_handle_token(coord *c, req_ctx *r);
 void sr__coord_handle_ping(coord *c, req_ctx *r);
 void sr__coord_handle_status(coord *c, req_ctx *r);
-/* ---- server_status.c */
+
+/* ---- server_status.c --------------------------------------------------- */
+
+/* The connection that commits the steps (the writer's, else the loop's). */
 sr_store *sr__coord_commit_store(const coord *c);
-void      sr__coord_status_json(coord *c, sr_strbuf *b);
-void      sr__coord_log_commits(const coord *c);
-void      sr__coord_log_wal_checkpoints(const coord *c);
-/* ---- server_start.c */
+/* The STATUS reply's JSON. */
+void sr__coord_status_json(coord *c, sr_strbuf *b);
+/* The shutdown log's COORD-COMMITS and COORD-WAL-CKPT lines. */
+void sr__coord_log_commits(const coord *c);
+void sr__coord_log_wal_checkpoints(const coord *c);
+
+/* ---- server_start.c: start-up and shutdown ----------------------------- */
+
+/* An empty coordinator in STARTING with the real I/O; release with sr__coord_free. */
+void sr__coord_init(coord *c, const sr_coord_opts *o);
+/* Lock and open the store and check the options against it; nothing written. */
 sr_err sr__coord_open_store(coord *c);
-sr_err sr__coord_start(coord *c);
+/* Bind the ROUTER socket (CURVE when configured); the I/O's context. */
 sr_err sr__coord_open_socket(coord *c);
-void   sr__coord_free(coord *c);
-void   sr__coord_init(coord *c, const sr_coord_opts *o);
-/* ---- server.c */
-/* The lifecycle's transitions (the diagram above). */
-void sr__coord_wait_model(coord *c);
-void sr__coord_serve(coord *c);
+/* A new incarnation, the rewind asked for, the model loaded: STARTING ->
+ * WAIT_MODEL, and on to SERVING when the store's model is ready. */
+sr_err sr__coord_start(coord *c);
+/* Stop the writer, close the socket and the store, free everything. */
+void sr__coord_free(coord *c);
+
+/* ---- server.c: the lifecycle's transitions and the loop ---------------- */
+
+void sr__coord_wait_model(coord *c); /* STARTING -> WAIT_MODEL */
+void sr__coord_serve(coord *c);      /* WAIT_MODEL -> SERVING */
+/* One received message: parts[0] the routing id, then one request or a
+ * chain of them (docs/protocol.md, Chains), handled in order. */
 void sr__coord_dispatch(coord *c, zmq_msg_t *parts, int nparts);
 
 /* The seam's three calls (coord_io). */
