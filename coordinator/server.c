@@ -1,5 +1,12 @@
 /*
- * The loop.
+ * The coordinator's loop: one thread, one ROUTER socket.  Each turn drains
+ * up to 256 queued messages (recv_one -> sr__coord_dispatch -> dispatch_one:
+ * checks shared by every request, then the handler of its type), sends the
+ * push answers held for the batch, and does the periodic work (commit
+ * retries, expiry of parked tokens, workers that left, the step-rate log).
+ * It also performs the lifecycle's transitions drawn in server_int.h
+ * (sr__coord_wait_model, sr__coord_serve, drain, stop_when_drained), and
+ * sr_coord_run ties start-up, the loop and the final commit together.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,10 +1,14 @@
 /*
- * The coordinator server's internals, shared by its files (in data-path
- * order): server_model.c (the model's memory), server_step.c (apply, commit,
- * tokens), server_peers.c (clients), server_reply.c (replies),
- * server_handshake.c, server_push.c, server_pull.c (the request handlers),
- * server_status.c, server_start.c and server.c (the loop).  The kernels
- * they drive are in coord_int.h.  docs/architecture.md.
+ * The coordinator server's internals, shared by its files.  In data-path
+ * order: server_model.c (the model's memory), server_push.c (gradients in),
+ * server_step.c (apply, the commit policy, tokens out), server_commit.c
+ * (commits, the async writer), server_peers.c (clients, held answers,
+ * parked tokens), server_reply.c (replies), server_handshake.c and
+ * server_pull.c (the other requests), server_status.c, server_start.c and
+ * server.c (the loop).  Here: the lifecycle's diagram, the I/O seam, the
+ * shared types and the cross-file functions, grouped by the file that
+ * defines them.  The kernels they drive are coord_int.h's.
+ * docs/architecture.md, "The coordinator's loop".
  */
 #ifndef SR_SERVER_INT_H
 #define SR_SERVER_INT_H

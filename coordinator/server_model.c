@@ -1,11 +1,12 @@
 /*
  * The model's memory: each variable's value in a reference-counted buffer
- * (vbuf) that pulls and the async writer share, the name index (sr__coord_find_var),
- * the optimizer slots, one accumulator per partition and the memory of its
- * sums (sr__coord_acc_memory), the buffer an apply writes into (sr__coord_apply_target), and
- * the model's load from the store (sr__coord_load_model) and growth by declaration
- * (sr__coord_add_var).  Invariant: the loop writes only into a buffer nobody else
- * holds, so neither a pull nor a commit ever copies a value.
+ * (vbuf) that pulls and the async writer share, the name index
+ * (sr__coord_find_var), the optimizer slots, one accumulator per partition
+ * and the memory of its sums (sr__coord_acc_memory), the buffer an apply
+ * writes into (sr__coord_apply_target), and the model's load from the store
+ * (sr__coord_load_model) and growth by declaration (sr__coord_add_var).
+ * Invariant: the loop writes only into a buffer nobody else holds, so
+ * neither a pull nor a commit ever copies a value.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,10 +1,12 @@
 /*
- * Peers: the client table (admit: only this job's tasks, each client keeping
- * its task index; reclaim of clients that left), the per-task worker records
- * the store keeps, push answers held back to leave with the client's next
- * reply (sr__coord_push_reply, sr__coord_flush_held), parked TOKEN requests and the token rule
- * (token_floor, sr__coord_give_token, sr__coord_serve_parked), and the pull slots that bound
- * what a client may pin (sr__coord_take_pull_slots).
+ * Peers: the client table (sr__coord_admit: only this job's tasks, each
+ * client keeping its task index; sr__coord_reclaim_gone: clients that left),
+ * the per-task worker records the store keeps (sr__coord_touch_worker), push
+ * answers held back to leave with the client's next reply
+ * (sr__coord_push_reply, sr__coord_flush_held), parked TOKEN requests and
+ * the token rule (token_floor, sr__coord_give_token, sr__coord_serve_parked),
+ * and the pull slots that bound what a client may pin
+ * (sr__coord_take_pull_slots).
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,9 +1,10 @@
 /*
  * PUSH and PUSH_SPARSE: a gradient is checked completely (frames, variable,
  * partition, values) before any accumulator changes, then added to the
- * accumulators of its partitions straight from the received frame; the
- * answer is held (sr__coord_push_reply) and a push that completes the step applies it
- * (finish_push -> sr__coord_step_took, server_step.c).
+ * accumulators of its partitions straight from the received frame
+ * (aligned_frame copies only tiny, misaligned ones).  finish_push answers
+ * it (held, sr__coord_push_reply) and hands the partitions it took to
+ * sr__coord_step_took, where a completed step is applied (server_step.c).
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,9 +1,11 @@
 /*
- * Replies: every frame the handlers send goes out here (sr__coord_send_hdr,
- * sr__coord_send_head, sr__coord_send_reply, sr__coord_send_error; a value zero-copy from its
- * buffer, sr__coord_send_value_frame; the TOKEN reply with the model piggybacked,
- * sr__coord_send_token_reply; a PULL's, sr__coord_send_reply_value).  A reply that meets a gone
- * peer or a full queue is dropped: the client resends (docs/protocol.md).
+ * Replies: the frames of every reply go out here, through the I/O seam
+ * (sr__coord_send, server_int.h): a header (sr__coord_send_hdr,
+ * sr__coord_send_head, sr__coord_send_reply, sr__coord_send_error), a value
+ * zero-copy from its buffer (sr__coord_send_value_frame), the TOKEN reply
+ * with the model piggybacked (sr__coord_send_token_reply), a PULL's
+ * (sr__coord_send_reply_value).  A reply that meets a gone peer or a full
+ * queue is dropped: the client resends (docs/protocol.md).
  */
 #include <errno.h>
 #include <inttypes.h>

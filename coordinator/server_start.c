@@ -1,9 +1,10 @@
 /*
- * Start-up and shutdown: lock and open the store and check what the options
- * ask of it (sr__coord_open_store, nothing written yet), bind the socket
- * (sr__coord_open_socket), then begin the incarnation, rewind if asked and load the
- * model (sr__coord_start); sr__coord_free releases all of it.  A start refused
- * before sr__coord_start leaves the store as it was.
+ * Start-up and shutdown: an empty coordinator with the real I/O
+ * (sr__coord_init), the store locked, opened and checked against the
+ * options (sr__coord_open_store, nothing written yet), the socket bound
+ * (sr__coord_open_socket), then the incarnation begun, the rewind asked for
+ * and the model loaded (sr__coord_start); sr__coord_free releases all of
+ * it.  A start refused before sr__coord_start leaves the store as it was.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,7 +1,8 @@
 /*
  * What the coordinator tells about itself: the STATUS reply's JSON
- * (sr__coord_status_json; docs/operations.md) and the shutdown log's commit and WAL
- * checkpoint lines.
+ * (sr__coord_status_json; docs/operations.md) and the shutdown log's commit
+ * and WAL checkpoint lines (sr__coord_log_commits,
+ * sr__coord_log_wal_checkpoints).
  */
 #include <errno.h>
 #include <inttypes.h>

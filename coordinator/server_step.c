@@ -1,24 +1,24 @@
 /*
  * The step engine: what happens when a push takes the last accumulator of
- * a step.  The whole path, in order (a newcomer changing how a step is
- * committed starts at commit_step):
+ * a step.  The whole path, in order (to change how a step is committed,
+ * start at commit_step):
  *
- *   server_push.c   finish_push: the push is answered (held) and counted
- *   here            sr__coord_step_took: every accumulator taken?
- *                   apply_step: apply_var for each trainable variable,
- *                     global step + 1
- *                   commit_step: the checkpoint policy (every k steps)
- *                     --commit sync:  sr__coord_commit_and_release: commit,
- *                                     then release_tokens; a failed commit
- *                                     holds the tokens, retried by the loop
- *                     --commit async: sr__coord_async_snapshot, and
- *                                     release_tokens at once
- *   server_commit.c sr__coord_commit_now / the writer: timed_commit, the store
- *   server_peers.c  release_tokens -> sr__coord_serve_parked: parked TOKEN
- *                   requests get the new step's tokens
+ *   server_push.c    finish_push: the push is answered (held) and counted
+ *   this file        sr__coord_step_took: every accumulator taken?
+ *                    apply_step: apply_var on each trainable variable,
+ *                      then global step + 1
+ *                    commit_step: the checkpoint policy (every k steps)
+ *                      --commit sync:  sr__coord_commit_and_release: commit,
+ *                                      then release_tokens; a failed commit
+ *                                      holds the tokens, retried by the loop
+ *                      --commit async: sr__coord_async_snapshot, then
+ *                                      release_tokens at once
+ *   server_commit.c  sr__coord_commit_now, or the writer: timed_commit
+ *   server_peers.c   sr__coord_serve_parked (from release_tokens): parked
+ *                    TOKEN requests get the new step's tokens
  *
- * Invariant: the tokens of step g are released only after step g is
- * committed, when the policy commits it with --commit sync.
+ * Invariant: with --commit sync, the tokens of a step the policy commits
+ * are released only after its commit succeeded.
  */
 #include <errno.h>
 #include <inttypes.h>
