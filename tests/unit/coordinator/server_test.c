@@ -609,6 +609,47 @@ test_build_job_in_place_points_into_state(void **state)
     assert_int_equal(t->c.nlog, 0);
 }
 
+/* A restart on a store whose model is ready: STARTING -> WAIT_MODEL ->
+ * SERVING inside sr__coord_start, a new incarnation, R init tokens of the
+ * restored step; a request of the old incarnation is SR_ESTALE and a
+ * gradient computed before the restart is stale. */
+static void
+test_start_ready_store_serves_restored_step(void **state)
+{
+    fixture *t = *state;
+    reply    r;
+
+    job_ready(t);
+    push_w(t, "a", TASK0_ID, 0, 0, 1, 2.0f, 4.0f);
+    push_w(t, "b", TASK1_ID, 1, 0, 1, 4.0f, 8.0f);
+    assert_int_equal(t->c.committed_step, 1);
+    uint64_t old = t->c.incarnation;
+    sr__coord_free(&t->c);
+    t->io.read = t->io.n;
+
+    fixture_open(t);
+    assert_int_equal(t->c.state, COORD_SERVING);
+    assert_int_equal(t->c.incarnation, old + 1);
+    assert_int_equal(t->c.global_step, 1);
+    assert_int_equal(t->c.restored_step, 1);
+    assert_int_equal(t->c.tokens.len, 2);
+    assert_true(w_value(t)[0] == -0.5f);
+    assert_true(w_value(t)[1] == -1.0f);
+
+    sr_wire_header h = hdr(t, SR_MSG_TOKEN, TASK0_ID, 0);
+    h.incarnation = old;
+    deliver(t, "a", &h, NULL, 0);
+    assert_true(next_reply(&t->io, &r));
+    assert_int_equal(r.h.status, SR_ESTALE);
+    assert_int_equal(r.h.incarnation, old + 1);
+
+    push_w(t, "a", TASK0_ID, 0, 0, 1, 2.0f, 4.0f);
+    sr__coord_flush_held_batch(&t->c, 0);
+    assert_true(next_reply(&t->io, &r));
+    assert_int_equal(push_outcome(&r), SR_PUSH_STALE);
+    assert_int_equal(client_of(t, TASK0_ID)->over_share, 0);
+}
+
 int
 main(void)
 {
@@ -624,6 +665,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_build_job_copies_holds_value_copies_rest, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_build_job_in_place_points_into_state, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_ready_store_serves_restored_step, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
