@@ -10,8 +10,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "coordinator/exclusive.h"

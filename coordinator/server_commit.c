@@ -11,7 +11,6 @@
  * a job it could not commit.  Both go through timed_commit, counted for
  * STATUS.  The policy that decides when to commit is server_step.c's.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,10 +4,7 @@
  * declarations are checked against the model) and READY (the chief marks
  * the model ready: WAIT_MODEL -> SERVING).  docs/protocol.md.
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 

@@ -8,12 +8,9 @@
  * Invariant: the loop writes only into a buffer nobody else holds, so
  * neither a pull nor a commit ever copies a value.
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "coordinator/server_int.h"
 #include "core/clock.h"

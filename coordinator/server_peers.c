@@ -8,9 +8,7 @@
  * and the pull slots that bound what a client may pin
  * (sr__coord_take_pull_slots).
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -3,10 +3,6 @@
  * the value's buffer), TOKEN (parked until one exists, server_peers.c),
  * PING and STATUS (the JSON of server_status.c).
  */
-#include <errno.h>
-#include <inttypes.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "coordinator/server_int.h"

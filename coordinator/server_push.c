@@ -6,9 +6,7 @@
  * it (held, sr__coord_push_reply) and hands the partitions it took to
  * sr__coord_step_took, where a completed step is applied (server_step.c).
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -7,10 +7,6 @@
  * (sr__coord_send_reply_value).  A reply that meets a gone peer or a full
  * queue is dropped: the client resends (docs/protocol.md).
  */
-#include <errno.h>
-#include <inttypes.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "coordinator/server_int.h"

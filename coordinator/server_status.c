@@ -4,11 +4,7 @@
  * and WAL checkpoint lines (sr__coord_log_commits,
  * sr__coord_log_wal_checkpoints).
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "coordinator/server_int.h"
 #include "core/clock.h"

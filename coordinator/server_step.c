@@ -20,10 +20,7 @@
  * Invariant: with --commit sync, the tokens of a step the policy commits
  * are released only after its commit succeeded.
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "coordinator/server_int.h"
 #include "core/clock.h"
