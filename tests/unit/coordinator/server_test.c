@@ -6,6 +6,7 @@
  * R = N = 2, SGD with lr 0.5 and gradients every float represents exactly.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,7 +218,7 @@ declare_w(fixture *t)
     const float     init[2] = {1.0f, 2.0f};
 
     memset(&d, 0, sizeof(d));
-    strcpy(d.name, "w");
+    snprintf(d.name, sizeof(d.name), "w");
     d.dtype = SR_FLOAT32;
     d.ndim = 1;
     d.shape[0] = 2;
@@ -245,7 +246,7 @@ push_w(fixture *t, const char *rid, uint64_t client_id, int32_t task, int64_t lo
     const float      g[2] = {g0, g1};
 
     memset(&p, 0, sizeof(p));
-    strcpy(p.name, "w");
+    snprintf(p.name, sizeof(p.name), "w");
     p.dtype = SR_FLOAT32;
     p.count = sizeof(g);
     sr_wire_header h = hdr(t, SR_MSG_PUSH, client_id, task);
