@@ -64,12 +64,6 @@ sr__accum_set_rules(sr_accum *a, int share, int deterministic)
     a->deterministic = deterministic != 0;
 }
 
-void
-sr__accum_set_step(sr_accum *a, int64_t step)
-{
-    a->step = step;
-}
-
 /* The sums are allocated on first use, zero-filled. */
 static sr_err
 ensure_sum(sr_accum *a)

@@ -357,9 +357,3 @@ sr__auth_handle(sr_auth *a)
         }
     }
 }
-
-uint64_t
-sr__auth_refused(const sr_auth *a)
-{
-    return a != NULL ? a->refused : 0;
-}

@@ -22,8 +22,6 @@ void   sr__auth_close(sr_auth *a);
 int sr__auth_pollitems(sr_auth *a, zmq_pollitem_t *items);
 /* Answer pending ZAP requests and read monitor events; never blocks. */
 void sr__auth_handle(sr_auth *a);
-/* Handshakes refused so far. */
-uint64_t sr__auth_refused(const sr_auth *a);
 /* The first key (40 Z85 characters) of a key file, NUL-terminated. */
 sr_err sr__auth_read_key_file(const char *path, char out[41]);
 

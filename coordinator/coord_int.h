@@ -146,9 +146,6 @@ void sr__accum_reset(sr_accum *a);
  * the previous value's buffer once no pull reads it. */
 void sr__accum_set_sum(sr_accum *a, void *sum);
 
-/* The step a coordinator starts with (restored global step). */
-void sr__accum_set_step(sr_accum *a, int64_t step);
-
 /* ---- optimizers -------------------------------------------------------- */
 
 typedef enum { SR_OPT_SGD = 0, SR_OPT_MOMENTUM = 1, SR_OPT_ADAM = 2 } sr_opt_kind;

@@ -1,0 +1,485 @@
+/*
+ * The coordinator server's internals, shared by its files.  In data-path
+ * order: server_model.c (the model's memory), server_push.c (gradients in),
+ * server_step.c (apply, the commit policy, tokens out), server_commit.c
+ * (commits, the async writer), server_peers.c (clients, held answers,
+ * parked tokens), server_reply.c (replies), server_handshake.c and
+ * server_pull.c (the other requests), server_status.c, server_start.c and
+ * server.c (the loop).  Here: the lifecycle's diagram, the I/O seam, the
+ * shared types and the cross-file functions, grouped by the file that
+ * defines them.  The kernels they drive are coord_int.h's.
+ * docs/architecture.md, "The coordinator's loop".
+ */
+#ifndef SR_SERVER_INT_H
+#define SR_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "coordinator/auth.h"
+#include "coordinator/coord_int.h"
+#include "coordinator/coordinator.h"
+#include "core/error.h"
+#include "core/strbuf.h"
+#include "store/store.h"
+#include "wire/wire.h"
+
+#define MAX_PARTS        32   /* routing id + header + at most 3 body frames; chains */
+#define PARKED_EXPIRE_MS 3500 /* clients re-send TOKEN every second while they wait */
+/* A client still heard from this long after another with its task index
+ * joined: two workers share the index (check_shared_tasks). */
+#define SHARED_TASK_MS  2000
+#define SR_COORD_RCVHWM 64 /* queued messages per peer: bounds a flooder's memory */
+/* Replies queued per peer: above what a client may have unanswered (256
+ * pipelined pushes, a token, pings), so no answer is dropped at the HWM. */
+#define SR_COORD_SNDHWM 1024
+/* Pull replies per client still being sent (each holds a value: a client
+ * that asks and does not read must not pin one value per step): at most
+ * PULLS_IN_FLIGHT, and beyond the first PULLS_IN_FLIGHT_BIG only while they
+ * hold at most PULL_PIN_BYTES.  Twice what sr_client_pull_many keeps in
+ * flight (192, 8 MiB): a reply the client has read may not be released yet
+ * (ZeroMQ releases a message when it moves on to the next). */
+#define PULLS_IN_FLIGHT        384
+#define PULLS_IN_FLIGHT_BIG    4
+#define PULL_PIN_BYTES         (16u << 20)
+#define SR_COORD_MAX_VARIABLES 65536 /* declared variables (docs/security.md) */
+#define PUSH_REPLY_HOLD_MS     200   /* longest a push's answer waits for the token's */
+/* Push answers held per client: a burst stays far below the send HWM (a
+ * reply that meets it is lost, then resent); to a client that sends chains
+ * they go in one message (a model of many small variables). */
+#define PUSH_REPLY_HOLD_MAX       8
+#define PUSH_REPLY_HOLD_MAX_CHAIN 64
+/* A client that left is forgotten this long after it was last heard from
+ * (sooner when the client table is full). */
+#define RECLAIM_AFTER_MS     60000
+#define SPARE_WAIT_MS        50  /* the longest a push waits for a pull of the old value */
+#define SPARE_WAIT_OFF_STEPS 100 /* steps without that wait after one ran out */
+
+/* A variable's value, shared with the pull replies in flight and, with
+ * --commit async, the writer: ZeroMQ sends pulls from this memory and drops
+ * its reference from its I/O thread, so the count is atomic.  The loop
+ * writes only to a buffer nobody else holds: when the value is still read,
+ * the apply writes the new value into another buffer (sr__coord_apply_target), so
+ * neither a pull nor a commit ever copies the value.  With --commit sync
+ * that buffer is the accumulators' own (a dense step's sums become the new
+ * value, and the previous value becomes the next step's sums once no pull
+ * reads it): a variable then lives in two buffers, never three for long. */
+typedef struct vbuf {
+    atomic_int refs;
+    _Alignas(64) uint8_t data[];
+} vbuf;
+
+typedef struct cvar {
+    sr_store_var meta;
+    void        *value; /* vb->data */
+    vbuf        *vb;
+    /* A free (or soon free) buffer: async, the previous value for the next
+     * apply; sync, the previous value for the next step's sums. */
+    vbuf   *spare;
+    vbuf   *ab;              /* the accumulators' sums, laid out like the value; NULL: none */
+    int64_t spare_wait_from; /* sr__coord_acc_memory waits for the spare from this global step */
+    void   *s1, *s2, *ema;   /* optimizer slots and EMA shadow (NULL if unused) */
+    /* Trainable only: one accumulator per partition (docs/protocol.md,
+     * Partitions); partition p holds rows [p * part_rows, ...). */
+    sr_accum *acc;
+    uint32_t  nparts;
+    uint64_t  rows, row_elems, part_rows;
+    int       has_acc;
+    uint8_t  *dirty; /* per chunk, changed since the last commit */
+    size_t    nchunks;
+    uint64_t  chunk_elems;
+    int       dirty_any;
+} cvar;
+
+/* A pull reply ZeroMQ is still sending: it holds a reference on a value,
+ * released from ZeroMQ's I/O thread (then `busy` drops to 0). */
+typedef struct pull_slot {
+    atomic_int busy;
+    vbuf      *vb;
+    uint64_t   bytes;
+} pull_slot;
+
+/* A push's answer held back to go out with the client's next reply. */
+typedef struct held_reply {
+    sr_wire_header h; /* the push's header */
+    int64_t        step;
+    uint8_t        outcome;
+} held_reply;
+
+typedef struct client {
+    uint64_t client_id;
+    int32_t  task;
+    uint8_t  rid[256]; /* current ZeroMQ routing id */
+    size_t   rid_len;
+    uint64_t last_seq;  /* highest push seq processed */
+    uint64_t last_req;  /* highest non-PING request id seen */
+    uint64_t token_req; /* last answered TOKEN request id, and its value */
+    int64_t  token_val;
+    int      parked;
+    uint64_t parked_req;
+    uint64_t parked_order; /* FIFO among parked clients */
+    int      parked_want;  /* the parked TOKEN asked for the variables */
+    int64_t  last_seen_ms; /* monotonic */
+    /* Push answers held back (sr__coord_flush_held): a worker pushes, then asks for
+     * its token; both answers leave together, one wake-up for the worker. */
+    held_reply *held;
+    size_t      nheld, cap_held;
+    int64_t     held_since_ms;
+    pull_slot  *pulls; /* PULLS_IN_FLIGHT, allocated at the first pull */
+    int         gone;
+    int64_t     joined_ms;     /* monotonic */
+    int         shared_warned; /* COORD-TASK-SHARED logged for it */
+    uint64_t    chained;       /* requests that came in chains: answers go chained too */
+    /* Tokens below this step are not for it: a push of it counted nowhere
+     * because its task had given its share of the open step (finish_push). */
+    int64_t min_token;
+    /* The value of the last token it was given and how many of that value
+     * (token_floor): a worker takes at most its task's share of the
+     * tokens of one step, so it cannot take another worker's. */
+    int      have_token;
+    int64_t  last_token;
+    int      last_token_count;
+    uint64_t accepted, stale, duplicate, errors, over_share;
+} client;
+
+typedef struct worker {
+    int32_t task;
+    int64_t local_step;
+    int64_t last_seen_wall_ms;
+    /* The counts of its clients reclaimed so far (reclaim_client). */
+    uint64_t accepted, stale, duplicate, errors, chained, over_share;
+} worker;
+
+/* ---- the lifecycle (one coordinator process = one incarnation) ---------
+ *
+ *  STARTING --sr__coord_start--> WAIT_MODEL --READY (mark) from the chief--> SERVING
+ *                                 |   (or at once: the store's model is ready)  |
+ *                                 | stop flag                                   | stop flag
+ *                                 v                                             v
+ *                              STOPPED <--no step in progress, or grace_ms-- DRAINING
+ *
+ *  transition             function
+ *  STARTING -> WAIT_MODEL sr__coord_wait_model (from sr__coord_start: a new
+ *                         incarnation, the rewind asked for, the model loaded)
+ *  WAIT_MODEL -> SERVING  sr__coord_serve (init tokens; from sr__coord_start
+ *                         when the store's model is ready, else handle_ready)
+ *  SERVING -> DRAINING    drain (server.c), once the stop flag is seen
+ *  WAIT_MODEL -> STOPPED  drain: no step can be in progress without a model
+ *  DRAINING -> STOPPED    stop_when_drained (server.c)
+ *  any -> STOPPED         sr_coord_run, when polling the socket fails
+ *
+ * Invariants.  STARTING: no message has been handled; the store was opened
+ * (and a refused start has written nothing).  WAIT_MODEL: the chief may
+ * declare variables; pushes, pulls and tokens are answered SR_ENOTREADY.
+ * SERVING and DRAINING (the model is ready, sr__coord_model_ready): every
+ * trainable variable has its accumulators; those not TAKEN accept exactly
+ * local_step == global_step; the tokens of step g are released only after
+ * step g is committed (when the policy commits it; server_step.c).
+ * DRAINING: requests are still served until the step in progress applies,
+ * or drain_deadline_ms passes.  STOPPED: the loop has ended; the final
+ * commit follows.  A message never crashes the loop: every decode and check
+ * happens before any state changes, and failures get an error reply. */
+typedef enum {
+    COORD_STARTING = 0,
+    COORD_WAIT_MODEL = 1,
+    COORD_SERVING = 2,
+    COORD_DRAINING = 3,
+    COORD_STOPPED = 4,
+} coord_state;
+
+/* ---- the I/O seam -------------------------------------------------------
+ *
+ * Every frame a handler sends and every clock reading of the handlers and
+ * peers goes through these (server_reply.c sr__coord_send / _send_msg,
+ * sr__coord_now_ms), so a unit test drives sr__coord_dispatch in-process
+ * with a fake: no socket, no real time.  The real one (server_start.c) is
+ * the ROUTER socket and the monotonic clock. */
+typedef struct coord_io {
+    /* zmq_send's contract: one frame of len bytes, flags ZMQ_SNDMORE and
+     * ZMQ_DONTWAIT; the bytes sent, or -1 (peer gone, queue full). */
+    int (*send)(void *ctx, const void *data, size_t len, int flags);
+    /* zmq_msg_send's: on success the message is the callee's (its free
+     * function runs once it is sent), on failure still the caller's. */
+    int (*send_msg)(void *ctx, zmq_msg_t *m, int flags);
+    int64_t (*now_ms)(void *ctx); /* monotonic milliseconds */
+    void *ctx;                    /* the socket, or the fake's state */
+} coord_io;
+
+typedef struct coord {
+    const sr_coord_opts *o;
+    sr_store            *st;
+    int                  lock_fd; /* the store's writer lock (exclusive.c), or -1 */
+    void                *ctx, *sock;
+    sr_auth             *auth; /* CURVE, or NULL */
+    uint64_t             incarnation;
+    int64_t              global_step;
+    int64_t              committed_step;
+    int64_t              restored_step;     /* the global step this incarnation started at */
+    uint64_t             largest_var;       /* bytes of the largest stored variable, at start */
+    coord_state          state;             /* the lifecycle, above */
+    int64_t              drain_deadline_ms; /* DRAINING: stop by then */
+    coord_io             io;                /* every send and clock reading */
+    cvar                *vars;
+    size_t               nvars, cap_vars;
+    size_t               ntrainable, ntaken; /* accumulators (partitions), taken ones */
+    client              *clients;
+    size_t               nclients, cap_clients;
+    size_t               nholding; /* clients with push answers held back */
+    uint64_t             park_counter;
+    worker              *workers;
+    size_t               nworkers, cap_workers;
+    sr_tokens            tokens;
+    sr_store_contrib    *log; /* step log rows not committed yet */
+    size_t               nlog, cap_log;
+    int                  commit_pending; /* tokens wait for a commit that failed */
+    int64_t              commit_retry_ms;
+    int64_t              pending_release; /* tokens to release once committed */
+    int64_t              last_rate_ms, last_rate_step;
+    int64_t              last_shared_check_ms;
+    uint64_t             malformed;
+    uint64_t             refused; /* requests from clients outside the job (sr__coord_admit) */
+    int64_t              last_refused_log_ms;
+    uint64_t             max_var_bytes; /* the largest variable's size */
+    int64_t              max_msg;       /* ZMQ_MAXMSGSIZE, announced in HELLO replies */
+    /* The chief's declaration whose initial value is arriving in parts
+     * (DECLARE flagged SR_WIRE_DECLARE_PART): its descriptor, the value's
+     * buffer (NULL: none) and how many of its first bytes have arrived. */
+    sr_wire_vardesc pdecl;
+    vbuf           *pdecl_vb;
+    uint64_t        pdecl_got;
+    uint64_t        total_var_bytes; /* all variables' sizes */
+    uint32_t       *index;           /* sr__coord_find_var's name index */
+    size_t          index_cap;
+    int64_t         last_malformed_log_ms;
+    double          steps_per_s;
+    /* --commit async: a writer thread with its own store connection commits
+     * a snapshot of step g while the loop goes on with g + 1. */
+    sr_store          *wst; /* the writer's connection */
+    pthread_t          writer;
+    int                writer_started;
+    pthread_mutex_t    wmu;
+    pthread_cond_t     wcv;
+    struct commit_job *wjob;          /* handed to the writer; NULL when it is idle */
+    int                wstop;         /* under wmu: finish and exit */
+    int64_t            wcommitted;    /* under wmu: the last step the writer committed */
+    int                commit_wanted; /* a step to snapshot once the writer is idle */
+    /* Store commits, by the loop or the writer (timed_commit): how many,
+     * their time (summed, longest, last), and how many failed. */
+    _Atomic uint64_t commits, commit_us, commit_max_us, commit_last_us, commit_failures;
+    int64_t          last_snapshot_ns; /* when the last one was handed over */
+    void            *scratch[2];       /* aligned copies of small, misaligned frames */
+    size_t           scratch_cap[2];
+    /* A sparse push split by partition: indices, rows, per-partition counts. */
+    int64_t  *sp_idx;
+    uint8_t  *sp_rows;
+    uint64_t *sp_start;
+    size_t    sp_idx_cap, sp_rows_cap, sp_start_cap;
+} coord;
+
+typedef struct {
+    const void *data;
+    size_t      len;
+} frame;
+
+enum { HELD_ALONE, HELD_BEFORE_REPLY, HELD_ONE_MESSAGE };
+
+/* Everything of one commit.  With `copies`, the job owns copies of the
+ * tensors, dirty maps and log, so the loop may go on changing its own. */
+typedef struct commit_job {
+    sr_store_commit   cm;
+    sr_store_tensor  *t;
+    sr_store_worker  *w;
+    sr_store_contrib *log;
+    void            **own; /* owned buffers, freed with the job */
+    size_t            nown;
+    vbuf            **held; /* values referenced instead of copied */
+    size_t            nheld;
+} commit_job;
+
+typedef struct req_ctx {
+    const uint8_t *rid;
+    size_t         rid_len;
+    sr_wire_header h;
+    zmq_msg_t     *body; /* body frames (after the header) */
+    int            nbody;
+    client        *cl;
+} req_ctx;
+
+#define REPLY_ERR(r, code, ...)                                                 \
+    do {                                                                        \
+        char msg_[1024];                                                        \
+        snprintf(msg_, sizeof(msg_), __VA_ARGS__);                              \
+        sr__coord_send_error(c, (r)->rid, (r)->rid_len, &(r)->h, (code), msg_); \
+    } while (0)
+
+/* ---- server_model.c: the model's memory ------------------------------- */
+
+/* A value buffer of `bytes` with one reference; NULL when out of memory. */
+vbuf *sr__coord_vbuf_new(size_t bytes);
+/* Drop a reference (NULL-safe); the last one frees the buffer. */
+void sr__coord_vbuf_release(vbuf *b);
+/* zmq_msg_init_data's free function for a frame of a value (hint: its vbuf). */
+void sr__coord_vbuf_msg_free(void *data, void *hint);
+/* The buffer the apply writes v's new value into (see vbuf); NULL: no memory. */
+vbuf *sr__coord_apply_target(const coord *c, cvar *v);
+/* The variable of that name, or NULL. */
+cvar *sr__coord_find_var(coord *c, const char *name);
+/* Free what v owns (not v itself). */
+void sr__coord_free_var(cvar *v);
+/* Partition p of v: its first row and number of rows. */
+void sr__coord_part_range(const cvar *v, uint32_t p, uint64_t *row0, uint64_t *nrows);
+/* Give v's accumulators their sums' memory before a push adds into them. */
+sr_err sr__coord_acc_memory(coord *c, cvar *v);
+/* The most gradients one task gives a step (1 when N >= R, else ceil(R / N)). */
+int sr__coord_task_share(const sr_coord_opts *o);
+/* Add a variable with its value in vb (adopted on success); load_slots: read
+ * its optimizer slots from the store. */
+sr_err sr__coord_add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots);
+/* Load every stored variable as of the latest commit (SR_ECORRUPT: checksums). */
+sr_err sr__coord_load_model(coord *c);
+
+/* ---- server_step.c: apply, commit policy, tokens ----------------------- */
+
+/* A push took `ntook` accumulators: apply the step when all are taken. */
+void sr__coord_step_took(coord *c, int ntook);
+/* Commit and release the tokens held for it; retried by the loop on failure. */
+void sr__coord_commit_and_release(coord *c);
+
+/* ---- server_commit.c: commits and the async writer --------------------- */
+
+/* The commit of the current state; with `copies` it references the values
+ * and copies the rest (async), else it points into the live state. */
+sr_err sr__coord_build_job(coord *c, int copies, commit_job **out);
+void   sr__coord_job_free(commit_job *j);
+/* Commit the current state on the loop's connection (--commit sync, shutdown). */
+sr_err sr__coord_commit_now(coord *c);
+/* --commit async: hand a snapshot to the writer when it is idle and due. */
+void sr__coord_async_snapshot(coord *c);
+/* The mean of the commits so far, in ms. */
+double sr__coord_commit_mean_ms(const coord *c);
+/* The store options of the coordinator's connections. */
+void   sr__coord_store_opts(const sr_coord_opts *o, sr_store_opts *so);
+sr_err sr__coord_writer_start(coord *c);
+/* Stop the writer; a job it could not commit is committed by the loop. */
+sr_err sr__coord_writer_stop(coord *c);
+
+/* ---- server_peers.c: clients, held answers, parked tokens -------------- */
+
+/* The task's worker record: its local step (when >= 0) and last seen time. */
+void sr__coord_touch_worker(coord *c, int32_t task, int64_t local_step);
+/* Send cl's held push answers (how: HELD_*). */
+void sr__coord_send_held(coord *c, client *cl, int how);
+/* Send them now: in one message to a client that reads chains. */
+void sr__coord_flush_held(coord *c, client *cl);
+/* After a batch: the held answers of clients not waiting for a token (all: every one). */
+void sr__coord_flush_held_batch(coord *c, int all);
+/* Count a push's outcome (SR_PUSH_*) and hold its answer. */
+void sr__coord_push_reply(coord *c, req_ctx *r, int outcome);
+/* Give cl a token now: 0, -1 none it may take, -2 the peer is gone. */
+int sr__coord_give_token(coord *c, client *cl, uint64_t req_id, int want);
+/* Hand out queued tokens to the parked clients, oldest request first. */
+void sr__coord_serve_parked(coord *c);
+/* Free pull slots for n values: 0, or -1 after an error reply. */
+int sr__coord_take_pull_slots(coord *c, const req_ctx *r, cvar *const *vars, int n,
+                              pull_slot **out);
+/* Forget clients gone for idle_ms (0: any); how many were. */
+size_t sr__coord_reclaim_gone(coord *c, int64_t idle_ms);
+/* Find or make r's client (r->cl): 0, or -1 after a refusal reply. */
+int sr__coord_admit(coord *c, req_ctx *r);
+
+/* ---- server_reply.c: replies ------------------------------------------- */
+
+/* Frames of a reply to req: 0, or -1 when the peer is gone or its queue is full. */
+int  sr__coord_send_hdr(coord *c, const sr_wire_header *req, int status, int64_t local_step,
+                        uint16_t flags, int more);
+int  sr__coord_send_head(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
+                         int status, int64_t local_step, uint16_t flags, int more);
+int  sr__coord_send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
+                          int status, int64_t local_step, const frame *frames, int nframes);
+void sr__coord_send_error(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
+                          sr_err e, const char *detail);
+/* A zero-copy frame of v's value; with a slot, a pull reply freeing it once sent. */
+int  sr__coord_send_value_frame(coord *c, cvar *v, int last, pull_slot *slot);
+void sr__coord_encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f);
+int  sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want);
+void sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v);
+
+/* ---- the request handlers: each answers r (or holds the answer) -------- */
+
+/* server_handshake.c */
+void sr__coord_handle_hello(coord *c, req_ctx *r);
+void sr__coord_handle_declare(coord *c, req_ctx *r);
+void sr__coord_handle_ready(coord *c, req_ctx *r);
+/* Drop a declaration's partly received initial value. */
+void sr__coord_pdecl_drop(coord *c);
+/* server_push.c */
+void sr__coord_handle_push(coord *c, req_ctx *r);
+void sr__coord_handle_push_sparse(coord *c, req_ctx *r);
+/* server_pull.c */
+void sr__coord_handle_pull(coord *c, req_ctx *r);
+void sr__coord_handle_token(coord *c, req_ctx *r);
+void sr__coord_handle_ping(coord *c, req_ctx *r);
+void sr__coord_handle_status(coord *c, req_ctx *r);
+
+/* ---- server_status.c --------------------------------------------------- */
+
+/* The connection that commits the steps (the writer's, else the loop's). */
+sr_store *sr__coord_commit_store(const coord *c);
+/* The STATUS reply's JSON. */
+void sr__coord_status_json(coord *c, sr_strbuf *b);
+/* The shutdown log's COORD-COMMITS and COORD-WAL-CKPT lines. */
+void sr__coord_log_commits(const coord *c);
+void sr__coord_log_wal_checkpoints(const coord *c);
+
+/* ---- server_start.c: start-up and shutdown ----------------------------- */
+
+/* An empty coordinator in STARTING with the real I/O; release with sr__coord_free. */
+void sr__coord_init(coord *c, const sr_coord_opts *o);
+/* Lock and open the store and check the options against it; nothing written. */
+sr_err sr__coord_open_store(coord *c);
+/* Bind the ROUTER socket (CURVE when configured); the I/O's context. */
+sr_err sr__coord_open_socket(coord *c);
+/* A new incarnation, the rewind asked for, the model loaded: STARTING ->
+ * WAIT_MODEL, and on to SERVING when the store's model is ready. */
+sr_err sr__coord_start(coord *c);
+/* Stop the writer, close the socket and the store, free everything. */
+void sr__coord_free(coord *c);
+
+/* ---- server.c: the lifecycle's transitions and the loop ---------------- */
+
+void sr__coord_wait_model(coord *c); /* STARTING -> WAIT_MODEL */
+void sr__coord_serve(coord *c);      /* WAIT_MODEL -> SERVING */
+/* One received message: parts[0] the routing id, then one request or a
+ * chain of them (docs/protocol.md, Chains), handled in order. */
+void sr__coord_dispatch(coord *c, zmq_msg_t *parts, int nparts);
+
+/* The seam's three calls (coord_io). */
+static inline int
+sr__coord_send(coord *c, const void *data, size_t len, int flags)
+{
+    return c->io.send(c->io.ctx, data, len, flags);
+}
+
+static inline int
+sr__coord_send_msg(coord *c, zmq_msg_t *m, int flags)
+{
+    return c->io.send_msg(c->io.ctx, m, flags);
+}
+
+static inline int64_t
+sr__coord_now_ms(const coord *c)
+{
+    return c->io.now_ms(c->io.ctx);
+}
+
+/* The model is ready: requests for it are served (SERVING, DRAINING). */
+static inline int
+sr__coord_model_ready(const coord *c)
+{
+    return c->state == COORD_SERVING || c->state == COORD_DRAINING;
+}
+
+#endif
