@@ -14,8 +14,8 @@
  * every second for a TOKEN with a PING; at once on a new connection.
  * docs/protocol.md, "Resends and deduplication", is the contract.
  *
- * Functions: sr__fail, sr__reply_error, sr__check_size, sr__conn_send_frames
- * (static send_frames), sr__conn_send, sr__conn_send_held,
+ * Functions: sr__fail, sr__reply_error, sr__check_size, sr__conn_send_frames,
+ * extra, sr__conn_send, sr__conn_send_held,
  * sr__conn_send_request, sr__conn_drop_reply, recv_msg, sr__conn_reserve, sr__conn_track,
  * sr__conn_forget, sr__conn_lose_all, find_flight, take_flight,
  * resend_after_ms, wait_over, resend_all, sr__conn_call, sr__conn_close.
