@@ -82,19 +82,27 @@ typedef struct {
 } sr__pull_item;
 enum { SR__PULL_TO_SEND, SR__PULL_IN_FLIGHT, SR__PULL_DONE };
 
+typedef struct sr__pull_batch sr__pull_batch;
+
+/* One PULL in flight: its context in the id map, and the pulls it is of. */
+typedef struct {
+    sr__req         req; /* first: the map's entry */
+    sr__pull_batch *b;
+} sr__pull_req;
+
 /* The pulls of one sr_client_pull_many, while the wait takes their answers. */
-typedef struct sr__pull_batch {
+struct sr__pull_batch {
     size_t             n;
     const char *const *names;
     void *const       *dsts;
     const size_t      *sizes;
     sr__pull_item     *item;
-    sr__req           *reqs;                           /* SR__PULL_WINDOW contexts */
+    sr__pull_req      *reqs;                           /* SR__PULL_WINDOW contexts */
     size_t             next;                           /* items before it are sent or done */
     size_t             first;                          /* items before it are done */
     size_t             inflight, inflight_bytes, left; /* bytes: of the values in flight */
     sr_err             rc;                             /* the first refusal: sends no more */
-} sr__pull_batch;
+};
 
 /* A value that came with the last token (SR_WIRE_F_WANT_VARS). */
 typedef struct sr__cached {
@@ -144,13 +152,12 @@ struct sr_client {
     /* pulls (pull.c) */
     sr__cached     *cache;
     int             ncache, cap_cache;
-    int64_t         cache_step; /* the global step of the cached values */
-    int             cache_next; /* where the next pull's name is looked for first */
-    int             pulled;     /* pulls since the last step: ask for the variables */
-    sr__pull_batch *batch;      /* inside sr_client_pull_many */
-    sr__pull_item  *batch_items;
+    int64_t         cache_step;  /* the global step of the cached values */
+    int             cache_next;  /* where the next pull's name is looked for first */
+    int             pulled;      /* pulls since the last step: ask for the variables */
+    sr__pull_item  *batch_items; /* kept for the next sr_client_pull_many */
     size_t          cap_batch;
-    sr__req        *batch_reqs;
+    sr__pull_req   *batch_reqs;
     sr_client_stats stats;
     char            err[1024];
 };

@@ -322,7 +322,7 @@ wait_over(const sr_client *c, const sr__call *w)
 {
     switch (w->kind) {
     case SR__WAIT_PULLS:
-        return c->batch->left == 0 || c->batch->rc != SR_OK;
+        return w->pulls->left == 0 || w->pulls->rc != SR_OK;
     case SR__WAIT_EXT:
         return c->npend_ext == 0;
     case SR__WAIT_ROOM:
@@ -364,7 +364,7 @@ sr__conn_call(sr_client *c, const sr__call *w, int *restarted)
     int      token = w->kind == SR__WAIT_TOKEN;
     uint64_t req = has_req ? ++c->next_req : 0;
     uint64_t ping_id = 0;
-    size_t   bytes = c->pend_bytes + (c->batch != NULL ? c->batch->inflight_bytes : 0);
+    size_t   bytes = c->pend_bytes + (w->pulls != NULL ? w->pulls->inflight_bytes : 0);
     int64_t  now = c->io.now_ms(c->io.arg);
     int64_t  last_contact = now;
     int64_t  interval, next_resend, next_ping = now + SR__PING_EVERY_MS;

@@ -70,18 +70,19 @@ typedef enum {
                      */
     SR__WAIT_ROOM,  /* no request: until need bytes fit in budget among the pipelined pushes */
     SR__WAIT_EXT,   /* no request: until no push sent from a caller's buffer is unanswered */
-    SR__WAIT_PULLS, /* no request: until the pulls in flight (c->batch) are done */
+    SR__WAIT_PULLS, /* no request: until the pulls in flight (.pulls) are done */
 } sr__wait_kind;
 
 typedef struct {
-    sr__wait_kind    kind;
-    int              type; /* the request (REPLY, TOKEN) */
-    uint16_t         flags;
-    int64_t          local_step;
-    uint64_t         seq;
-    const sr__frame *f;
-    int              nf;
-    size_t           need, budget; /* SR__WAIT_ROOM */
+    sr__wait_kind                kind;
+    int                          type; /* the request (REPLY, TOKEN) */
+    uint16_t                     flags;
+    int64_t                      local_step;
+    uint64_t                     seq;
+    const sr__frame             *f;
+    int                          nf;
+    size_t                       need, budget; /* SR__WAIT_ROOM */
+    const struct sr__pull_batch *pulls;        /* SR__WAIT_PULLS */
 } sr__call;
 
 /* ---- conn.c: errors, sending, the id map, the wait ---- */

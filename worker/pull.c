@@ -80,11 +80,11 @@ batch_room(const sr__pull_batch *b, size_t i)
 
 /* A free request context (each in flight holds at least one item, and at
  * most SR__PULL_WINDOW items are). */
-static sr__req *
+static sr__pull_req *
 batch_slot(sr__pull_batch *b)
 {
     for (size_t i = 0; i < SR__PULL_WINDOW; i++) {
-        if (b->reqs[i].id == 0) {
+        if (b->reqs[i].req.id == 0) {
             return &b->reqs[i];
         }
     }
@@ -99,12 +99,12 @@ static const sr__req_ops pull_ops;
 static int
 batch_send(sr_client *c, sr__pull_batch *b, uint64_t req)
 {
-    uint8_t   buf[SR_WIRE_PULL_MANY_MAX][SR_WIRE_BODY_MAX];
-    sr__frame f[SR_WIRE_PULL_MANY_MAX];
-    size_t    idx[SR_WIRE_PULL_MANY_MAX];
-    int       nf = 0, most = c->many_ok ? SR_WIRE_PULL_MANY_MAX : 1;
-    uint16_t  flags = req != 0 ? SR_WIRE_F_RESEND : 0;
-    sr__req  *r = NULL;
+    uint8_t       buf[SR_WIRE_PULL_MANY_MAX][SR_WIRE_BODY_MAX];
+    sr__frame     f[SR_WIRE_PULL_MANY_MAX];
+    size_t        idx[SR_WIRE_PULL_MANY_MAX];
+    int           nf = 0, most = c->many_ok ? SR_WIRE_PULL_MANY_MAX : 1;
+    uint16_t      flags = req != 0 ? SR_WIRE_F_RESEND : 0;
+    sr__pull_req *r = NULL;
 
     if (req == 0 && ((r = batch_slot(b)) == NULL || sr__conn_reserve(c, 1) != SR_OK)) {
         errno = ENOMEM;
@@ -145,8 +145,9 @@ batch_send(sr_client *c, sr__pull_batch *b, uint64_t req)
     }
     /* The request is in flight even if its message is refused: the call
      * fails, and batch_forget takes it out of the map. */
-    *r = (sr__req){.id = req, .type = SR_MSG_PULL, .ops = &pull_ops};
-    sr__conn_track(c, r);
+    r->req = (sr__req){.id = req, .type = SR_MSG_PULL, .ops = &pull_ops};
+    r->b = b;
+    sr__conn_track(c, &r->req);
     /* Pushes held back go first, alone: with many names there is no room for them. */
     if (nf > 1 && c->held > 0 && sr__conn_send_held(c, 1, 0) != 0) {
         return -1;
@@ -161,7 +162,7 @@ pull_send(sr_client *c, sr__req *r, uint16_t flags, int more, int dontwait)
     (void)flags;
     (void)more;
     (void)dontwait;
-    return c->batch != NULL ? batch_send(c, c->batch, r->id) : -1;
+    return batch_send(c, ((sr__pull_req *)r)->b, r->id);
 }
 
 /* Send pulls while the window has room. */
@@ -246,13 +247,10 @@ batch_answer(sr_client *c, sr__pull_batch *b, size_t i, size_t n)
 static void
 pull_reply(sr_client *c, sr__req *r)
 {
-    sr__pull_batch *b = c->batch;
+    sr__pull_batch *b = ((sr__pull_req *)r)->b;
     size_t          i, n = 0;
 
     r->id = 0;
-    if (SR_NEVER(b == NULL)) {
-        return;
-    }
     for (i = b->first; i < b->next; i++) {
         if (b->item[i].state == SR__PULL_IN_FLIGHT && b->item[i].req == c->rh.request_id) {
             break;
@@ -287,18 +285,17 @@ pull_reply(sr_client *c, sr__req *r)
 static void
 pull_lost(sr_client *c, sr__req *r)
 {
-    sr__pull_batch *b = c->batch;
+    sr__pull_batch *b = ((sr__pull_req *)r)->b;
 
-    if (b != NULL) {
-        for (size_t i = b->first; i < b->next; i++) {
-            if (b->item[i].state == SR__PULL_IN_FLIGHT && b->item[i].req == r->id) {
-                b->item[i].state = SR__PULL_TO_SEND;
-                b->inflight--;
-                b->inflight_bytes -= b->sizes[i];
-            }
+    (void)c;
+    for (size_t i = b->first; i < b->next; i++) {
+        if (b->item[i].state == SR__PULL_IN_FLIGHT && b->item[i].req == r->id) {
+            b->item[i].state = SR__PULL_TO_SEND;
+            b->inflight--;
+            b->inflight_bytes -= b->sizes[i];
         }
-        b->next = b->first;
     }
+    b->next = b->first;
     r->id = 0;
 }
 
@@ -331,12 +328,11 @@ static void
 batch_forget(sr_client *c, sr__pull_batch *b)
 {
     for (size_t i = 0; i < SR__PULL_WINDOW; i++) {
-        if (b->reqs[i].id != 0) {
-            sr__conn_forget(c, &b->reqs[i]);
-            b->reqs[i].id = 0;
+        if (b->reqs[i].req.id != 0) {
+            sr__conn_forget(c, &b->reqs[i].req);
+            b->reqs[i].req.id = 0;
         }
     }
-    c->batch = NULL;
 }
 
 int
@@ -387,10 +383,9 @@ sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *cons
     }
     b.next = b.first;
     while (b.left > 0) {
-        sr__call w = {.kind = SR__WAIT_PULLS};
+        sr__call w = {.kind = SR__WAIT_PULLS, .pulls = &b};
         int      restarted = 0;
 
-        c->batch = &b;
         batch_fill(c, &b);
         rc = b.rc != SR_OK ? b.rc : sr__conn_call(c, &w, &restarted);
         batch_forget(c, &b);
