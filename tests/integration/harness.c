@@ -124,6 +124,13 @@ sr_harness_status(sr_harness *h, char *out, size_t cap)
     return pclose(p) == 0 ? 0 : -1;
 }
 
+long long
+sr_harness_json_num(const char *json, const char *key)
+{
+    const char *at = strstr(json, key);
+    return at != NULL ? strtoll(at + strlen(key), NULL, 10) : -1;
+}
+
 int
 sr_harness_log_count(const sr_harness *h, const char *needle)
 {
