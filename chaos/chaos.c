@@ -7,18 +7,15 @@
  * Writes DIR/report.json and DIR/timeline.svg.  docs/chaos.md.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "chaos/chaos.h"
 #include "chaos/chaos_model.h"
@@ -26,6 +23,9 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "tools/coord_argv.h"
+#include "tools/proc.h"
+#include "tools/status_client.h"
 #include "wire/wire.h"
 
 #define MAX_WORKERS  64
@@ -91,22 +91,21 @@ typedef struct {
     int    nsamples;
     int    kills[3], stops, restarts[3], resizes, resumes;
     /* status polling */
-    void    *zctx, *zsock;
-    uint64_t zreq;
-    int64_t  gstep, committed, restored;
-    uint64_t inc;
-    int64_t  max_committed_before_inc[1024]; /* by incarnation */
-    double   coord_restart_t;                /* awaiting recovery since, or < 0 */
-    uint64_t coord_restart_inc;              /* the incarnation seen before the restart */
-    double   recovery[256];
-    int      nrecovery;
-    double   pending_live_t[MAX_EVENTS]; /* restarts still waiting for progress */
-    int64_t  pending_live_step[MAX_EVENTS];
-    uint64_t pending_live_inc[MAX_EVENTS];
-    int      npending;
-    int      liveness_failed;
-    char     liveness_detail[256];
-    double   t0;
+    sr_status_client *status;
+    int64_t           gstep, committed, restored;
+    uint64_t          inc;
+    int64_t           max_committed_before_inc[1024]; /* by incarnation */
+    double            coord_restart_t;                /* awaiting recovery since, or < 0 */
+    uint64_t          coord_restart_inc;              /* the incarnation seen before the restart */
+    double            recovery[256];
+    int               nrecovery;
+    double            pending_live_t[MAX_EVENTS]; /* restarts still waiting for progress */
+    int64_t           pending_live_step[MAX_EVENTS];
+    uint64_t          pending_live_inc[MAX_EVENTS];
+    int               npending;
+    int               liveness_failed;
+    char              liveness_detail[256];
+    double            t0;
 } chaos;
 
 static volatile sig_atomic_t chaos_interrupted;
@@ -129,82 +128,41 @@ now_s(const chaos *c)
 static pid_t
 spawn(chaos *c, char *const argv[], const char *log_name)
 {
-    char  path[PATH_MAX + 64];
-    pid_t pid;
+    char path[PATH_MAX + 64];
 
     snprintf(path, sizeof(path), "%s/%s", c->out, log_name);
-    pid = fork();
-    if (pid == 0) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* the harness's children die with it */
-        execv(c->self, argv);
-        _exit(127);
-    }
-    return pid;
+    return sr_proc_spawn(argv, path, 0); /* the harness's children die with it */
 }
 
 static void
 start_coordinator(chaos *c, int64_t resume_step)
 {
-    char  r[16], m[16], k[24], lr[32], ema[32], rs[32], pb[32], wl[32];
-    char *argv[40];
-    int   n = 0;
+    sr_coord_argv a;
 
-    snprintf(r, sizeof(r), "%d", c->curR);
-    snprintf(m, sizeof(m), "%d", c->curM);
-    snprintf(k, sizeof(k), "%d", c->checkpoint_every);
-    snprintf(lr, sizeof(lr), "%.17g", c->optim.lr);
-    snprintf(ema, sizeof(ema), "%.17g", c->optim.ema_decay);
-    argv[n++] = c->self;
-    argv[n++] = "coordinator";
-    argv[n++] = "--store";
-    argv[n++] = c->store;
-    argv[n++] = "--bind";
-    argv[n++] = c->endpoint;
-    argv[n++] = "--replicas-to-aggregate";
-    argv[n++] = r;
-    argv[n++] = "--total-replicas";
-    argv[n++] = m;
-    argv[n++] = "--optimizer";
-    argv[n++] = (char *)sr__optim_name(c->optim.kind);
-    argv[n++] = "--learning-rate";
-    argv[n++] = lr;
-    argv[n++] = "--ema-decay";
-    argv[n++] = ema;
-    argv[n++] = "--checkpoint-every-steps";
-    argv[n++] = k;
-    argv[n++] = "--keep-checkpoints";
-    argv[n++] = "5";
-    argv[n++] = "--step-log";
-    argv[n++] = "--commit";
-    argv[n++] = c->commit_async ? "async" : "sync";
-    argv[n++] = "--sync";
-    argv[n++] = "normal"; /* process crashes, not power loss: NORMAL is durable here */
-    argv[n++] = "--log-level";
-    argv[n++] = "notice";
+    sr_coord_argv_init(&a, c->self, c->store, c->endpoint);
+    sr_coord_argv_opt(&a, "--replicas-to-aggregate", "%d", c->curR);
+    sr_coord_argv_opt(&a, "--total-replicas", "%d", c->curM);
+    sr_coord_argv_opt(&a, "--optimizer", "%s", sr__optim_name(c->optim.kind));
+    sr_coord_argv_opt(&a, "--learning-rate", "%.17g", c->optim.lr);
+    sr_coord_argv_opt(&a, "--ema-decay", "%.17g", c->optim.ema_decay);
+    sr_coord_argv_opt(&a, "--checkpoint-every-steps", "%d", c->checkpoint_every);
+    sr_coord_argv_opt(&a, "--keep-checkpoints", "5");
+    sr_coord_argv_add(&a, "--step-log");
+    sr_coord_argv_opt(&a, "--commit", "%s", c->commit_async ? "async" : "sync");
+    /* Process crashes, not power loss: NORMAL is durable here. */
+    sr_coord_argv_opt(&a, "--sync", "normal");
+    sr_coord_argv_opt(&a, "--log-level", "notice");
     if (c->partition_bytes >= 0) {
-        snprintf(pb, sizeof(pb), "%" PRId64, c->partition_bytes);
-        argv[n++] = "--partition-bytes";
-        argv[n++] = pb;
+        sr_coord_argv_opt(&a, "--partition-bytes", "%" PRId64, c->partition_bytes);
     }
     if (c->wal_limit_kib > 0) {
-        snprintf(wl, sizeof(wl), "%" PRId64, c->wal_limit_kib);
-        argv[n++] = "--wal-limit-kib";
-        argv[n++] = wl;
+        sr_coord_argv_opt(&a, "--wal-limit-kib", "%" PRId64, c->wal_limit_kib);
     }
     if (resume_step >= 0) {
-        snprintf(rs, sizeof(rs), "%" PRId64, resume_step);
-        argv[n++] = "--resume-from-step";
-        argv[n++] = rs;
+        sr_coord_argv_opt(&a, "--resume-from-step", "%" PRId64, resume_step);
     }
-    argv[n] = NULL;
-    c->coord = spawn(c, argv, "coordinator.log");
+    c->coord =
+        sr_coord_argv_get(&a) != NULL ? spawn(c, sr_coord_argv_get(&a), "coordinator.log") : -1;
 }
 
 static void
@@ -236,35 +194,21 @@ reap_all(chaos *c)
     }
 }
 
-/* SIGTERM, then SIGKILL after grace_ms; reaps. */
+/* SIGCONT and SIGTERM, then SIGKILL after grace_ms; reaps. */
 static void
 stop_pid(pid_t *pid, int grace_ms)
 {
-    int     st;
-    int64_t deadline = sr_clock_now_ms() + grace_ms;
-    if (*pid <= 0) {
-        return;
+    if (*pid > 0) {
+        sr_proc_stop(*pid, grace_ms);
+        *pid = 0;
     }
-    kill(*pid, SIGCONT);
-    kill(*pid, SIGTERM);
-    while (waitpid(*pid, &st, WNOHANG) == 0) {
-        if (sr_clock_now_ms() >= deadline) {
-            kill(*pid, SIGKILL);
-            waitpid(*pid, &st, 0);
-            break;
-        }
-        sr_clock_sleep_ms(10);
-    }
-    *pid = 0;
 }
 
 static void
 kill9(pid_t *pid)
 {
-    int st;
     if (*pid > 0) {
-        kill(*pid, SIGKILL);
-        waitpid(*pid, &st, 0);
+        sr_proc_kill9(*pid);
         *pid = 0;
     }
 }
@@ -287,57 +231,30 @@ note(chaos *c, int role, int task, const char *what)
 static int
 poll_status(chaos *c)
 {
-    sr_wire_header h;
-    uint8_t        hb[SR_WIRE_HEADER_BYTES];
-    zmq_msg_t      m;
+    char   *json = NULL;
+    size_t  len;
+    int     status;
+    int64_t g, cm, inc, rs;
 
-    memset(&h, 0, sizeof(h));
-    h.type = SR_MSG_STATUS;
-    h.request_id = ++c->zreq;
-    h.task_index = -1;
-    sr_wire_header_encode(&h, hb);
-    if (zmq_send(c->zsock, hb, sizeof(hb), ZMQ_DONTWAIT) < 0) {
+    if (sr_status_client_ask(c->status, 200, &status, &json, &len) != SR_OK) {
         return -1;
     }
-    for (;;) {
-        zmq_pollitem_t it = {c->zsock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 200) <= 0) {
-            return -1;
-        }
-        zmq_msg_init(&m);
-        zmq_msg_recv(&m, c->zsock, 0);
-        int ok = sr_wire_header_decode(zmq_msg_data(&m), zmq_msg_size(&m), &h) == SR_OK &&
-                 zmq_msg_more(&m);
-        zmq_msg_close(&m);
-        if (!ok) {
-            continue;
-        }
-        zmq_msg_init(&m);
-        zmq_msg_recv(&m, c->zsock, 0);
-        if (h.request_id != c->zreq || h.status != SR_OK) {
-            zmq_msg_close(&m);
-            continue; /* a late answer to an earlier poll */
-        }
-        char    json[4096];
-        int64_t g, cm, inc;
-        snprintf(json, sizeof(json), "%.*s", (int)zmq_msg_size(&m), (const char *)zmq_msg_data(&m));
-        zmq_msg_close(&m);
-        int64_t rs;
-        if (sr__chaos_json_i64(json, "global_step", &g) ||
-            sr__chaos_json_i64(json, "committed_step", &cm) ||
-            sr__chaos_json_i64(json, "incarnation", &inc) ||
-            sr__chaos_json_i64(json, "restored_step", &rs)) {
-            return -1;
-        }
-        c->restored = rs;
-        c->gstep = g;
-        c->committed = cm;
-        c->inc = (uint64_t)inc;
-        if (inc >= 0 && inc < 1024 && cm > c->max_committed_before_inc[inc]) {
-            c->max_committed_before_inc[inc] = cm;
-        }
-        return 0;
+    if (status != SR_OK || sr__chaos_json_i64(json, "global_step", &g) ||
+        sr__chaos_json_i64(json, "committed_step", &cm) ||
+        sr__chaos_json_i64(json, "incarnation", &inc) ||
+        sr__chaos_json_i64(json, "restored_step", &rs)) {
+        free(json);
+        return -1;
     }
+    free(json);
+    c->restored = rs;
+    c->gstep = g;
+    c->committed = cm;
+    c->inc = (uint64_t)inc;
+    if (inc >= 0 && inc < 1024 && cm > c->max_committed_before_inc[inc]) {
+        c->max_committed_before_inc[inc] = cm;
+    }
+    return 0;
 }
 
 /* ---- the plan ----------------------------------------------------------- */
@@ -1020,16 +937,15 @@ sr__chaos_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    c->zctx = zmq_ctx_new();
-    c->zsock = zmq_socket(c->zctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(c->zsock, ZMQ_LINGER, &zero, sizeof(zero));
-    zmq_connect(c->zsock, c->endpoint);
+    if ((rc = sr_status_client_open(&c->status, c->endpoint)) != SR_OK) {
+        fprintf(stderr, "syncrep chaos: %s\n", sr_errdetail());
+        free(c);
+        return 2;
+    }
     c->t0 = sr_clock_now_ms() / 1000.0;
     run(c);
-    zmq_close(c->zsock);
-    while (zmq_ctx_term(c->zctx) != 0 && errno == EINTR) { /* a signal: wait on */
-    }
+    sr_status_client_close(c->status);
+    c->status = NULL;
 
     /* Verify from the store. */
     memset(checks, 0, sizeof(checks));

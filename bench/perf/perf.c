@@ -32,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -44,6 +43,8 @@
 #include "core/clock.h"
 #include "core/mem.h"
 #include "syncrep/syncrep.h"
+#include "tools/coord_argv.h"
+#include "tools/proc.h"
 
 #define KIB            1024u
 #define MIB            (1024u * 1024u)
@@ -348,8 +349,7 @@ static void
 kill9(bench *b, pid_t pid)
 {
     if (tracked(b, pid)) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        sr_proc_kill9(pid);
         untrack(b, pid);
     }
 }
@@ -363,29 +363,20 @@ kill_all(bench *b)
     }
 }
 
-/* fork(); in the child: die with this process, default signals. */
+/* sr_proc_fork (tools/proc.h), the child tracked; in the child, freed
+ * buffers kept as libsyncrep and the coordinator keep them. */
 static pid_t
 fork_child(bench *b)
 {
-    pid_t pid, parent = getpid();
+    pid_t pid = sr_proc_fork();
 
-    fflush(NULL);
-    pid = fork();
     if (pid == 0) {
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        setpgid(0, 0); /* terminal signals go to this program, which cleans up */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) {
-            _exit(1); /* the parent died before the line above */
-        }
         /* Baselines keep freed buffers as libsyncrep and the coordinator do
          * (core/mem.h): the rows compare protocols, not allocator modes. */
         sr_tune_malloc();
         return 0;
     }
     if (pid > 0) {
-        setpgid(pid, pid);
         track(b, pid);
     }
     return pid;
@@ -463,52 +454,30 @@ static pid_t
 spawn_coordinator(bench *b, const run_cfg *c, const char *store, const char *endpoint,
                   const char *log)
 {
-    char  rbuf[16], cbuf[16], pbuf[16];
-    char *argv[32 + MAX_EXTRA];
-    int   n = 0;
-    pid_t pid;
+    sr_coord_argv a;
+    pid_t         pid;
 
-    snprintf(rbuf, sizeof(rbuf), "%d", c->W);
-    snprintf(cbuf, sizeof(cbuf), "%d", c->ckpt);
-    argv[n++] = (char *)b->syncrep;
-    argv[n++] = "coordinator";
-    argv[n++] = "--store";
-    argv[n++] = (char *)store;
-    argv[n++] = "--bind";
-    argv[n++] = (char *)endpoint;
-    argv[n++] = "--replicas-to-aggregate";
-    argv[n++] = rbuf;
-    argv[n++] = "--learning-rate";
-    argv[n++] = LR_TEXT;
-    argv[n++] = "--checkpoint-every-steps";
-    argv[n++] = cbuf;
-    argv[n++] = "--sync";
-    argv[n++] = c->sync_normal ? "normal" : "full";
+    sr_coord_argv_init(&a, b->syncrep, store, endpoint);
+    sr_coord_argv_opt(&a, "--replicas-to-aggregate", "%d", c->W);
+    sr_coord_argv_opt(&a, "--learning-rate", "%s", LR_TEXT);
+    sr_coord_argv_opt(&a, "--checkpoint-every-steps", "%d", c->ckpt);
+    sr_coord_argv_opt(&a, "--sync", "%s", c->sync_normal ? "normal" : "full");
     if (c->page_kib > 0) {
-        snprintf(pbuf, sizeof(pbuf), "%d", c->page_kib);
-        argv[n++] = "--store-page-kib";
-        argv[n++] = pbuf;
+        sr_coord_argv_opt(&a, "--store-page-kib", "%d", c->page_kib);
     }
     if (c->async) {
-        argv[n++] = "--commit";
-        argv[n++] = "async";
+        sr_coord_argv_opt(&a, "--commit", "async");
     }
-    argv[n++] = "--log-level";
-    argv[n++] = "notice";
+    sr_coord_argv_opt(&a, "--log-level", "notice");
     for (int i = 0; i < b->nextra; i++) {
-        argv[n++] = (char *)b->extra[i];
+        sr_coord_argv_add(&a, b->extra[i]);
     }
-    argv[n] = NULL;
-    if ((pid = fork_child(b)) == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execv(argv[0], argv);
-        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
+    if (sr_coord_argv_get(&a) == NULL) {
+        fprintf(stderr, "# the coordinator's command line is too long\n");
+        return -1;
+    }
+    if ((pid = sr_proc_spawn(sr_coord_argv_get(&a), log, SR_PROC_LOG_TRUNC)) > 0) {
+        track(b, pid);
     }
     return pid;
 }
@@ -537,24 +506,14 @@ wait_bound(bench *b, pid_t pid, const char *sock_path, int timeout_ms)
 static int
 stop_process(bench *b, pid_t pid, int timeout_ms)
 {
-    int     st = 0;
-    int64_t deadline = sr_clock_now_ms() + timeout_ms;
-    pid_t   r;
+    int st;
 
     if (!tracked(b, pid)) {
         return -1; /* already reaped: it did not wait to be stopped */
     }
-    kill(pid, SIGTERM);
-    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && sr_clock_now_ms() < deadline) {
-        sleep_ms(5);
-    }
-    if (r == 0) {
-        kill(pid, SIGKILL);
-        r = waitpid(pid, &st, 0);
-        st = -1;
-    }
+    st = sr_proc_stop(pid, timeout_ms);
     untrack(b, pid);
-    return r == pid && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+    return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 /* Wait for every pid in `pids` to exit 0.  On a failure, a timeout or an

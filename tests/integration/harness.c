@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "sr_test.h"
+#include "tools/coord_argv.h"
 
 void
 sr_harness_init(sr_harness *h, const char *tag)
@@ -24,25 +25,18 @@ sr_harness_init(sr_harness *h, const char *tag)
 void
 sr_harness_start(sr_harness *h, ...)
 {
-    char   *argv[64];
-    int     n = 0;
-    va_list ap;
+    sr_coord_argv a;
+    va_list       ap;
 
-    argv[n++] = (char *)sr_test_syncrep_bin();
-    argv[n++] = "coordinator";
-    argv[n++] = "--store";
-    argv[n++] = h->store;
-    argv[n++] = "--bind";
-    argv[n++] = h->endpoint;
-    argv[n++] = "--log-level";
-    argv[n++] = "debug";
+    sr_coord_argv_init(&a, sr_test_syncrep_bin(), h->store, h->endpoint);
+    sr_coord_argv_opt(&a, "--log-level", "debug");
     va_start(ap, h);
-    for (char *a; n < 62 && (a = va_arg(ap, char *)) != NULL;) {
-        argv[n++] = a;
+    for (const char *arg; (arg = va_arg(ap, const char *)) != NULL;) {
+        sr_coord_argv_add(&a, arg);
     }
     va_end(ap);
-    argv[n] = NULL;
-    h->pid = sr_test_spawn(argv, h->log);
+    assert_non_null(sr_coord_argv_get(&a));
+    h->pid = sr_test_spawn(sr_coord_argv_get(&a), h->log);
     assert_true(h->pid > 0);
 }
 
