@@ -10,6 +10,7 @@
 
 #include "sr_test.h"
 #include "tools/coord_argv.h"
+#include "tools/status_client.h"
 
 void
 sr_harness_init(sr_harness *h, const char *tag)
@@ -104,18 +105,22 @@ sr_harness_client(sr_harness *h, int task)
 int
 sr_harness_status(sr_harness *h, char *out, size_t cap)
 {
-    char   cmd[1200];
-    FILE  *p;
-    size_t n;
+    sr_status_client *c = NULL;
+    char             *text = NULL;
+    size_t            len = 0;
+    int               status = SR_OK, rc = -1;
 
-    snprintf(cmd, sizeof(cmd), "%s status --connect %s --json 2>/dev/null", sr_test_syncrep_bin(),
-             h->endpoint);
-    if ((p = popen(cmd, "r")) == NULL) {
+    /* The STATUS client `syncrep status --json` uses (tools/), in process. */
+    if (sr_status_client_open(&c, h->endpoint) != SR_OK) {
         return -1;
     }
-    n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    return pclose(p) == 0 ? 0 : -1;
+    if (sr_status_client_ask(c, 5000, &status, &text, &len) == SR_OK && status == SR_OK) {
+        snprintf(out, cap, "%s", text);
+        rc = 0;
+    }
+    free(text);
+    sr_status_client_close(c);
+    return rc;
 }
 
 long long
