@@ -8,15 +8,24 @@
 #include "sr_test.h"
 
 void
-raw_open(raw_peer *r, const char *endpoint, uint64_t client_id)
+raw_open_rcvhwm(raw_peer *r, const char *endpoint, uint64_t client_id, int rcvhwm)
 {
     int zero = 0;
     memset(r, 0, sizeof(*r));
     r->ctx = zmq_ctx_new();
     r->sock = zmq_socket(r->ctx, ZMQ_DEALER);
     zmq_setsockopt(r->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    if (rcvhwm >= 0) {
+        assert_int_equal(zmq_setsockopt(r->sock, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm)), 0);
+    }
     assert_int_equal(zmq_connect(r->sock, endpoint), 0);
     r->client_id = client_id;
+}
+
+void
+raw_open(raw_peer *r, const char *endpoint, uint64_t client_id)
+{
+    raw_open_rcvhwm(r, endpoint, client_id, -1);
 }
 
 void

@@ -29,6 +29,9 @@ typedef struct {
 
 /* Connect a DEALER to endpoint as client `client_id` (linger 0). */
 void raw_open(raw_peer *r, const char *endpoint, uint64_t client_id);
+/* raw_open with a receive high-water mark of rcvhwm messages, set before
+ * the connect (ZeroMQ applies it to pipes made after it only). */
+void raw_open_rcvhwm(raw_peer *r, const char *endpoint, uint64_t client_id, int rcvhwm);
 void raw_close(raw_peer *r);
 
 /* Send frames as they are (f[0] may be a deliberately broken header). */
