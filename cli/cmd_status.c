@@ -1,12 +1,11 @@
 /* `syncrep status --connect ENDPOINT [--json]`: ask a running coordinator. */
-#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
 #include "cli/cli.h"
 #include "core/error.h"
-#include "wire/wire.h"
+#include "tools/status_client.h"
 
 static const char usage_text[] =
     "usage: syncrep status [--connect ENDPOINT] [--json] [--timeout-ms MS]\n"
@@ -78,12 +77,14 @@ print_human(const char *json)
 int
 sr__cli_status(int argc, char **argv)
 {
-    const char    *endpoint = "tcp://127.0.0.1:7070";
-    int            json = 0, zero = 0, rc = 1;
-    long long      timeout_ms = 5000;
-    sr_wire_header h;
-    uint8_t        hb[SR_WIRE_HEADER_BYTES];
-    void          *ctx = NULL, *sock = NULL;
+    const char       *endpoint = "tcp://127.0.0.1:7070";
+    int               json = 0, rc = 1;
+    long long         timeout_ms = 5000;
+    sr_status_client *sc = NULL;
+    sr_err            rc_ask;
+    int               status = SR_OK;
+    char             *text = NULL;
+    size_t            len = 0;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -101,61 +102,27 @@ sr__cli_status(int argc, char **argv)
             return sr__cli_usage_error("status", "unknown or incomplete option '%s'", argv[i]);
         }
     }
-    ctx = zmq_ctx_new();
-    sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
-    if (sock == NULL) {
-        fprintf(stderr, "syncrep status: zmq: %s\n", zmq_strerror(errno));
-        goto out;
+    if (sr_status_client_open(&sc, endpoint) != SR_OK) {
+        fprintf(stderr, "syncrep status: %s\n", sr_errdetail());
+        return 2;
     }
-    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
-    if (zmq_connect(sock, endpoint) != 0) {
-        fprintf(stderr, "syncrep status: connect %s: %s\n", endpoint, zmq_strerror(errno));
-        rc = 2;
-        goto out;
-    }
-    memset(&h, 0, sizeof(h));
-    h.type = SR_MSG_STATUS;
-    h.request_id = 1;
-    h.task_index = -1;
-    sr_wire_header_encode(&h, hb);
-    zmq_send(sock, hb, sizeof(hb), 0);
-    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, (long)timeout_ms) <= 0) {
+    rc_ask = sr_status_client_ask(sc, (int)timeout_ms, &status, &text, &len);
+    if (rc_ask == SR_ETIMEDOUT) {
         fprintf(stderr, "syncrep status: no answer from %s within %lld ms\n", endpoint, timeout_ms);
-        goto out;
-    }
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    zmq_msg_recv(&m, sock, 0);
-    int ok =
-        sr_wire_header_decode(zmq_msg_data(&m), zmq_msg_size(&m), &h) == SR_OK && zmq_msg_more(&m);
-    zmq_msg_close(&m);
-    zmq_msg_init(&m);
-    if (!ok || zmq_msg_recv(&m, sock, 0) < 0) {
+    } else if (rc_ask == SR_EPROTO) {
         fprintf(stderr, "syncrep status: malformed reply from %s\n", endpoint);
-        zmq_msg_close(&m);
-        goto out;
-    }
-    if (h.status != SR_OK) {
-        fprintf(stderr, "syncrep status: %s: %.*s\n", sr_strerror(h.status), (int)zmq_msg_size(&m),
-                (const char *)zmq_msg_data(&m));
+    } else if (rc_ask != SR_OK) {
+        fprintf(stderr, "syncrep status: %s\n", sr_errdetail());
+    } else if (status != SR_OK) {
+        fprintf(stderr, "syncrep status: %s: %.*s\n", sr_strerror(status), (int)len, text);
     } else if (json) {
-        printf("%.*s\n", (int)zmq_msg_size(&m), (const char *)zmq_msg_data(&m));
+        printf("%.*s\n", (int)len, text);
         rc = 0;
     } else {
-        char text[65536];
-        snprintf(text, sizeof(text), "%.*s", (int)zmq_msg_size(&m), (const char *)zmq_msg_data(&m));
         print_human(text);
         rc = 0;
     }
-    zmq_msg_close(&m);
-out:
-    if (sock != NULL) {
-        zmq_close(sock);
-    }
-    if (ctx != NULL) {
-        while (zmq_ctx_term(ctx) != 0 && errno == EINTR) {
-        }
-    }
+    free(text);
+    sr_status_client_close(sc);
     return rc;
 }

@@ -6,6 +6,8 @@
 #ifndef SYNCREP_ERROR_H
 #define SYNCREP_ERROR_H
 
+#include "syncrep/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,14 +44,14 @@ typedef enum {
 
 /* Static English text for `e`; never NULL ("unknown error" for values not
  * in the table).  Thread-safe. */
-const char *sr_strerror(int e);
+SR_API const char *sr_strerror(int e);
 
 /* Stable symbolic name for `e` ("SR_ETIMEDOUT"); never NULL.  Thread-safe. */
-const char *sr_errname(int e);
+SR_API const char *sr_errname(int e);
 
 /* Detail of the last failure recorded on this thread (thread-local); "" when
  * none.  Valid until the next syncrep call on this thread: read it at once. */
-const char *sr_errdetail(void);
+SR_API const char *sr_errdetail(void);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "syncrep/error.h"
+#include "syncrep/export.h"
 #include "syncrep/syncrep.h"
 
 #ifdef __cplusplus
@@ -99,36 +100,36 @@ typedef struct {
  * than threshold), SR_ENOTSUP (nccl in a build without CUDA), SR_EGPU (no GPU
  * visible, CUDA or NCCL failure), SR_ENOMEM.  Blocks while NCCL initialises
  * (typically well under a second per device).  Thread-safe. */
-sr_err sr_gpu_open(sr_gpu **out, const sr_gpu_options *o);
+SR_API sr_err sr_gpu_open(sr_gpu **out, const sr_gpu_options *o);
 
 /* Destroy the communicator (if not already aborted), streams, threads and
  * fusion buffers.  Buffers from sr_gpu_alloc/sr_gpu_host_alloc must be freed
  * before.  NULL is fine.  Blocks until the handle's own work has drained. */
-void sr_gpu_close(sr_gpu *g);
+SR_API void sr_gpu_close(sr_gpu *g);
 
 /* Text of the handle's last failure, "" if none.  Borrowed: valid until the
  * next call on g or its close. */
-const char *sr_gpu_error(const sr_gpu *g);
+SR_API const char *sr_gpu_error(const sr_gpu *g);
 
 /* The backend the handle runs on (never SR_GPU_AUTO).  No I/O. */
-sr_gpu_backend_kind sr_gpu_backend(const sr_gpu *g);
+SR_API sr_gpu_backend_kind sr_gpu_backend(const sr_gpu *g);
 
 /* "auto", "host", "nccl"; "?" otherwise.  Static text.  Thread-safe. */
-const char *sr_gpu_backend_name(sr_gpu_backend_kind b);
+SR_API const char *sr_gpu_backend_name(sr_gpu_backend_kind b);
 
 /* Number of participants G.  No I/O. */
-int sr_gpu_ndev(const sr_gpu *g);
+SR_API int sr_gpu_ndev(const sr_gpu *g);
 
 /* CUDA ordinal of participant i (nccl), -1 for host or an i out of range. */
-int sr_gpu_device(const sr_gpu *g, int i);
+SR_API int sr_gpu_device(const sr_gpu *g, int i);
 
 /* Number of CUDA devices the nccl backend could use: 0 in a build without
  * CUDA, without a driver or without devices.  Errors: SR_EINVAL (out NULL).
  * Thread-safe. */
-sr_err sr_gpu_device_count(int *out);
+SR_API sr_err sr_gpu_device_count(int *out);
 
 /* Copy the handle's counters into *out.  Errors: SR_EINVAL (NULL). */
-sr_err sr_gpu_stats_get(const sr_gpu *g, sr_gpu_stats *out);
+SR_API sr_err sr_gpu_stats_get(const sr_gpu *g, sr_gpu_stats *out);
 
 /* Reduce: recv_on_root[k] = op over i of send[i][k], for k < count, written
  * on participant `root` (recv_on_root may be send[root]: in place).  send is
@@ -139,20 +140,21 @@ sr_err sr_gpu_stats_get(const sr_gpu *g, sr_gpu_stats *out);
  * a NULL buffer or, for nccl, a buffer that is not device memory of its
  * participant: the detail names the participant), SR_ENOMEM, and the sticky
  * SR_EGPU / SR_ETIMEDOUT.  Blocks until done or timeout_ms. */
-sr_err sr_gpu_reduce(sr_gpu *g, void *const send[], void *recv_on_root, size_t count,
-                     sr_dtype dtype, sr_gpu_op op, int root);
+SR_API sr_err sr_gpu_reduce(sr_gpu *g, void *const send[], void *recv_on_root, size_t count,
+                            sr_dtype dtype, sr_gpu_op op, int root);
 
 /* Broadcast, in place: bufs[root] is copied into every other bufs[i].  The
  * adjoint of sr_gpu_reduce with SR_GPU_SUM.  G = 1 does nothing.  Errors and
  * blocking as sr_gpu_reduce. */
-sr_err sr_gpu_broadcast(sr_gpu *g, void *const bufs[], size_t count, sr_dtype dtype, int root);
+SR_API sr_err sr_gpu_broadcast(sr_gpu *g, void *const bufs[], size_t count, sr_dtype dtype,
+                               int root);
 
 /* All-reduce: recv[i][k] = op over j of send[j][k], on every participant.
  * recv NULL, or recv[i] == send[i], is in place; otherwise recv[i] must not
  * overlap any send buffer.  G = 1 copies.  Errors and blocking as
  * sr_gpu_reduce (no root). */
-sr_err sr_gpu_allreduce(sr_gpu *g, void *const send[], void *const recv[], size_t count,
-                        sr_dtype dtype, sr_gpu_op op);
+SR_API sr_err sr_gpu_allreduce(sr_gpu *g, void *const send[], void *const recv[], size_t count,
+                               sr_dtype dtype, sr_gpu_op op);
 
 /* Average to the root, computed on the devices: recv_on_root = sum / G.
  * Floats: each input is multiplied by (dtype)(1/G) and the products summed
@@ -160,8 +162,8 @@ sr_err sr_gpu_allreduce(sr_gpu *g, void *const send[], void *const recv[], size_
  * multiples of G, otherwise within one rounding per input); integers: the
  * sum divided by G, truncated toward zero.  G = 1 copies.  Errors and
  * blocking as sr_gpu_reduce. */
-sr_err sr_gpu_average(sr_gpu *g, void *const send[], void *recv_on_root, size_t count,
-                      sr_dtype dtype, int root);
+SR_API sr_err sr_gpu_average(sr_gpu *g, void *const send[], void *recv_on_root, size_t count,
+                             sr_dtype dtype, int root);
 
 /* One tensor of a batch for sr_gpu_group.  Which fields are read depends on
  * the collective: */
@@ -183,35 +185,35 @@ typedef struct {
  * other.  The arrays are borrowed for the call.  Errors as sr_gpu_reduce
  * (details name the tensor index and the participant); on SR_EINVAL nothing
  * was launched.  Blocks until every tensor is done or timeout_ms. */
-sr_err sr_gpu_group(sr_gpu *g, sr_gpu_coll coll, const sr_gpu_tensor *tensors, size_t n,
-                    sr_gpu_op op, int root);
+SR_API sr_err sr_gpu_group(sr_gpu *g, sr_gpu_coll coll, const sr_gpu_tensor *tensors, size_t n,
+                           sr_gpu_op op, int root);
 
 /* Allocate `bytes` (0 allowed) on participant i: device memory of its GPU
  * (nccl) or 64-byte-aligned host memory (host).  *out is written only on
  * success and owned by the caller: release with sr_gpu_free(g, i, p) before
  * sr_gpu_close.  Errors: SR_EINVAL (i out of range, out NULL), SR_ENOMEM,
  * SR_EGPU (not sticky).  Does not block on pending work. */
-sr_err sr_gpu_alloc(sr_gpu *g, int i, size_t bytes, void **out);
+SR_API sr_err sr_gpu_alloc(sr_gpu *g, int i, size_t bytes, void **out);
 
 /* Free what sr_gpu_alloc(g, i, ...) returned; NULL is fine.  Works on a
  * handle in the sticky-error state too. */
-void sr_gpu_free(sr_gpu *g, int i, void *p);
+SR_API void sr_gpu_free(sr_gpu *g, int i, void *p);
 
 /* Allocate host memory that copies to and from the devices can use at full
  * speed: pinned (cudaHostAlloc, portable to all devices) for nccl, plain for
  * host.  Release with sr_gpu_host_free.  Errors: SR_EINVAL, SR_ENOMEM. */
-sr_err sr_gpu_host_alloc(sr_gpu *g, size_t bytes, void **out);
+SR_API sr_err sr_gpu_host_alloc(sr_gpu *g, size_t bytes, void **out);
 
 /* Free what sr_gpu_host_alloc returned; NULL is fine. */
-void sr_gpu_host_free(sr_gpu *g, void *p);
+SR_API void sr_gpu_host_free(sr_gpu *g, void *p);
 
 /* Copy `bytes` from participant i's buffer `src` to host memory `dst`
  * (any host memory; pinned is faster), or from host `src` to participant
  * i's `dst`.  Errors: SR_EINVAL (i out of range, NULL with bytes > 0, for nccl
  * a device pointer that is not memory of participant i's GPU) and the sticky
  * SR_EGPU / SR_ETIMEDOUT.  Blocks until the copy is done or timeout_ms. */
-sr_err sr_gpu_copy_to_host(sr_gpu *g, int i, void *dst, const void *src, size_t bytes);
-sr_err sr_gpu_copy_from_host(sr_gpu *g, int i, void *dst, const void *src, size_t bytes);
+SR_API sr_err sr_gpu_copy_to_host(sr_gpu *g, int i, void *dst, const void *src, size_t bytes);
+SR_API sr_err sr_gpu_copy_from_host(sr_gpu *g, int i, void *dst, const void *src, size_t bytes);
 
 /*
  * The worker path (implemented in libsyncrep's worker/worker_gpu.c): move one
@@ -235,25 +237,26 @@ typedef struct {
  * (dev_bufs[0] is overwritten with the average; the others are unchanged),
  * copy it to `pinned` and push it with sr_client_push(c, name, ...).
  * Errors: SR_EINVAL (pinned too small, bad buffers), gpu and client codes. */
-sr_err sr_gpu_push_average(sr_gpu *g, sr_client *c, const char *name, void *const dev_bufs[],
-                           size_t count, sr_dtype dtype, void *pinned, size_t pinned_bytes);
+SR_API sr_err sr_gpu_push_average(sr_gpu *g, sr_client *c, const char *name, void *const dev_bufs[],
+                                  size_t count, sr_dtype dtype, void *pinned, size_t pinned_bytes);
 
 /* As sr_gpu_push_average for n variables: one grouped (fused) average, then
  * one copy and one push per variable, in order; stops at the first failure
  * (earlier variables are pushed).  pinned must hold the largest variable. */
-sr_err sr_gpu_push_average_vars(sr_gpu *g, sr_client *c, const sr_gpu_var *vars, size_t n,
-                                void *pinned, size_t pinned_bytes);
+SR_API sr_err sr_gpu_push_average_vars(sr_gpu *g, sr_client *c, const sr_gpu_var *vars, size_t n,
+                                       void *pinned, size_t pinned_bytes);
 
 /* Pull the variable with sr_client_pull into `pinned`, copy it to the root
  * device (dev_bufs[0]) and broadcast it to every device's dev_bufs[i]. */
-sr_err sr_gpu_pull_broadcast(sr_gpu *g, sr_client *c, const char *name, void *const dev_bufs[],
-                             size_t count, sr_dtype dtype, void *pinned, size_t pinned_bytes);
+SR_API sr_err sr_gpu_pull_broadcast(sr_gpu *g, sr_client *c, const char *name,
+                                    void *const dev_bufs[], size_t count, sr_dtype dtype,
+                                    void *pinned, size_t pinned_bytes);
 
 /* As sr_gpu_pull_broadcast for n variables: each is pulled and copied to the
  * root device in turn, then one grouped (fused) broadcast sends them all.
  * On failure the devices other than the root may hold older values. */
-sr_err sr_gpu_pull_broadcast_vars(sr_gpu *g, sr_client *c, const sr_gpu_var *vars, size_t n,
-                                  void *pinned, size_t pinned_bytes);
+SR_API sr_err sr_gpu_pull_broadcast_vars(sr_gpu *g, sr_client *c, const sr_gpu_var *vars, size_t n,
+                                         void *pinned, size_t pinned_bytes);
 
 #ifdef __cplusplus
 }

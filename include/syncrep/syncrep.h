@@ -28,14 +28,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "syncrep/dtype.h"
 #include "syncrep/error.h"
+#include "syncrep/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Element types.  Values travel on the wire and into the store: fixed. */
-typedef enum { SR_FLOAT32 = 1, SR_FLOAT64 = 2, SR_INT32 = 3, SR_INT64 = 4 } sr_dtype;
 
 typedef struct sr_client sr_client;
 
@@ -70,14 +69,14 @@ typedef struct {
  * 1 GiB), so that the values and gradients ZeroMQ allocates every step do
  * not page-fault afresh; the environment variable SYNCREP_MALLOPT=0 leaves
  * the allocator alone (docs/operations.md, The allocator). */
-int sr_client_open(sr_client **out, const sr_client_options *opts);
+SR_API int sr_client_open(sr_client **out, const sr_client_options *opts);
 
 /* Close the connection and free everything.  NULL is fine. */
-void sr_client_close(sr_client *c);
+SR_API void sr_client_close(sr_client *c);
 
 /* Text of the last failure on this client ("" if none).  Valid until the next
  * call on `c`. */
-const char *sr_client_error(const sr_client *c);
+SR_API const char *sr_client_error(const sr_client *c);
 
 /* Declare a variable.  The chief's declaration (with initial_value, dtype x
  * shape bytes) creates it on an empty store; a restarted chief's declaration
@@ -95,25 +94,25 @@ const char *sr_client_error(const sr_client *c);
  * DECLARE: Names).  Blocks for one round trip (one per 8 MiB part of a
  * bigger initial value, which goes in parts so that no message exceeds the
  * coordinator's limit: docs/protocol.md, DECLARE). */
-int sr_client_declare(sr_client *c, const char *name, sr_dtype dtype, int ndim,
-                      const int64_t *shape, const void *initial_value);
+SR_API int sr_client_declare(sr_client *c, const char *name, sr_dtype dtype, int ndim,
+                             const int64_t *shape, const void *initial_value);
 
 /* Flags for sr_client_declare_ex. */
 #define SR_DECLARE_NOT_TRAINABLE 0x1 /* pulled only; pushes to it are refused */
 
 /* As sr_client_declare, with flags (SR_DECLARE_*).  int32/int64 variables
  * are never trainable. */
-int sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim,
-                         const int64_t *shape, const void *initial_value, unsigned flags);
+SR_API int sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, int ndim,
+                                const int64_t *shape, const void *initial_value, unsigned flags);
 
 /* Chief: create what is missing and mark the model ready.  Others: wait until
  * the model is ready (as long as the coordinator is reachable).  Both: set
  * the local step to the global step. */
-int sr_client_ready(sr_client *c);
+SR_API int sr_client_ready(sr_client *c);
 
 /* Copy the variable's current value into dst (dst_bytes must be exactly
  * dtype x shape bytes, else SR_EINVAL). */
-int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
+SR_API int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
 
 /* Pull n variables: names[i] into dsts[i] (dst_bytes[i] exactly its size,
  * as sr_client_pull).  The pulls travel together, up to 24 names a request
@@ -124,8 +123,8 @@ int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);
  * calls.  Pulls the last token carried are served from it (see
  * sr_client_step).  Returns 0, or the first failure (the other buffers may
  * or may not have been written); n = 0 does nothing. */
-int sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *const *dsts,
-                        const size_t *dst_bytes);
+SR_API int sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *const *dsts,
+                               const size_t *dst_bytes);
 
 /* Push a dense gradient for the local step.  bytes must equal the variable's
  * size; the variable must be float32/float64 and trainable.  Every push is
@@ -145,7 +144,7 @@ int sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *
  * push of its own.  A message above the coordinator's limit (its
  * --max-message-mib; partitions off, or one huge row) is refused here with
  * SR_EINVAL, nothing sent. */
-int sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes);
+SR_API int sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes);
 
 /* Push dense gradients of n variables: names[i] gets grads[i] (bytes[i]), as
  * n sr_client_push calls would, except that the pipelined ones (variables
@@ -154,25 +153,25 @@ int sr_client_push(sr_client *c, const char *name, const void *grad, size_t byte
  * one each.  Everything is sent when the call returns; the answers are
  * taken as for sr_client_push.  Returns 0, or the first failure (the items
  * after it are not pushed). */
-int sr_client_push_many(sr_client *c, size_t n, const char *const *names, const void *const *grads,
-                        const size_t *bytes);
+SR_API int sr_client_push_many(sr_client *c, size_t n, const char *const *names,
+                               const void *const *grads, const size_t *bytes);
 
 /* Wait until every push sent so far is answered.  Returns 0, or the refusal
  * of a pipelined push (SR_EINVAL ...), or a transport error. */
-int sr_client_flush(sr_client *c);
+SR_API int sr_client_flush(sr_client *c);
 
 /* Push a sparse gradient: nrows rows of the variable's row shape (first
  * dimension = row), at the given row indices (any order; repeated indices are
  * summed).  rows_bytes = nrows x row size. */
-int sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const int64_t *row_indices,
-                          const void *rows, size_t rows_bytes);
+SR_API int sr_client_push_sparse(sr_client *c, const char *name, size_t nrows,
+                                 const int64_t *row_indices, const void *rows, size_t rows_bytes);
 
 /* Take a step token (blocks while other workers finish the step; this is not
  * a timeout while the coordinator is alive); local step = the token's value.
  * If this client pulled in the round before, the coordinator sends the
  * variables with the token when the model is small (coordinator option
  * --piggyback-max-kib), and this round's pulls are served from them. */
-int sr_client_step(sr_client *c);
+SR_API int sr_client_step(sr_client *c);
 
 /* sr_client_push, then sr_client_step, for a training loop's last push of
  * a round: a dense push of a variable this client declared that is not
@@ -185,19 +184,19 @@ int sr_client_step(sr_client *c);
  * coordinator is returned by this call, after the step.  If the step fails
  * (SR_ETIMEDOUT ...), an unanswered push from `grad` is forgotten, never
  * re-sent. */
-int sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t bytes);
+SR_API int sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t bytes);
 
 /* The local step (no I/O). */
-int64_t sr_client_local_step(const sr_client *c);
+SR_API int64_t sr_client_local_step(const sr_client *c);
 
 /* Ask the coordinator for the global step. */
-int sr_client_global_step(sr_client *c, int64_t *out);
+SR_API int sr_client_global_step(sr_client *c, int64_t *out);
 
 /* Copy the push counters (no I/O). */
-int sr_client_stats_get(const sr_client *c, sr_client_stats *out);
+SR_API int sr_client_stats_get(const sr_client *c, sr_client_stats *out);
 
 /* The coordinator incarnation this client last spoke to (no I/O). */
-uint64_t sr_client_incarnation(const sr_client *c);
+SR_API uint64_t sr_client_incarnation(const sr_client *c);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 
 #include "sr_test.h"
+#include "tools/coord_argv.h"
+#include "tools/status_client.h"
 
 void
 sr_harness_init(sr_harness *h, const char *tag)
@@ -24,25 +26,18 @@ sr_harness_init(sr_harness *h, const char *tag)
 void
 sr_harness_start(sr_harness *h, ...)
 {
-    char   *argv[64];
-    int     n = 0;
-    va_list ap;
+    sr_coord_argv a;
+    va_list       ap;
 
-    argv[n++] = (char *)sr_test_syncrep_bin();
-    argv[n++] = "coordinator";
-    argv[n++] = "--store";
-    argv[n++] = h->store;
-    argv[n++] = "--bind";
-    argv[n++] = h->endpoint;
-    argv[n++] = "--log-level";
-    argv[n++] = "debug";
+    sr_coord_argv_init(&a, sr_test_syncrep_bin(), h->store, h->endpoint);
+    sr_coord_argv_opt(&a, "--log-level", "debug");
     va_start(ap, h);
-    for (char *a; n < 62 && (a = va_arg(ap, char *)) != NULL;) {
-        argv[n++] = a;
+    for (const char *arg; (arg = va_arg(ap, const char *)) != NULL;) {
+        sr_coord_argv_add(&a, arg);
     }
     va_end(ap);
-    argv[n] = NULL;
-    h->pid = sr_test_spawn(argv, h->log);
+    assert_non_null(sr_coord_argv_get(&a));
+    h->pid = sr_test_spawn(sr_coord_argv_get(&a), h->log);
     assert_true(h->pid > 0);
 }
 
@@ -110,18 +105,29 @@ sr_harness_client(sr_harness *h, int task)
 int
 sr_harness_status(sr_harness *h, char *out, size_t cap)
 {
-    char   cmd[1200];
-    FILE  *p;
-    size_t n;
+    sr_status_client *c = NULL;
+    char             *text = NULL;
+    size_t            len = 0;
+    int               status = SR_OK, rc = -1;
 
-    snprintf(cmd, sizeof(cmd), "%s status --connect %s --json 2>/dev/null", sr_test_syncrep_bin(),
-             h->endpoint);
-    if ((p = popen(cmd, "r")) == NULL) {
+    /* The STATUS client `syncrep status --json` uses (tools/), in process. */
+    if (sr_status_client_open(&c, h->endpoint) != SR_OK) {
         return -1;
     }
-    n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    return pclose(p) == 0 ? 0 : -1;
+    if (sr_status_client_ask(c, 5000, &status, &text, &len) == SR_OK && status == SR_OK) {
+        snprintf(out, cap, "%s", text);
+        rc = 0;
+    }
+    free(text);
+    sr_status_client_close(c);
+    return rc;
+}
+
+long long
+sr_harness_json_num(const char *json, const char *key)
+{
+    const char *at = strstr(json, key);
+    return at != NULL ? strtoll(at + strlen(key), NULL, 10) : -1;
 }
 
 int

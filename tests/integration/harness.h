@@ -27,8 +27,12 @@ int sr_harness_stop(sr_harness *h);
  * if the test failed: set keep). */
 void sr_harness_fini(sr_harness *h);
 
-/* `syncrep status --connect ENDPOINT --json` into out; 0 on success. */
+/* The coordinator's STATUS JSON (what `syncrep status --connect ENDPOINT
+ * --json` prints) into out, truncated to cap; 0 on success. */
 int sr_harness_status(sr_harness *h, char *out, size_t cap);
+
+/* The integer after `key` in a STATUS (JSON) text; -1 if `key` is absent. */
+long long sr_harness_json_num(const char *json, const char *key);
 
 /* The number of lines of the coordinator's log containing `needle`. */
 int sr_harness_log_count(const sr_harness *h, const char *needle);

@@ -18,91 +18,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
 #include "harness.h"
+#include "raw_peer.h"
 #include "store/store.h"
 #include "syncrep/syncrep.h"
 #include "wire/wire.h"
 
-/* ---- a raw peer: header-only requests with the fields a test chooses ---- */
-
-typedef struct {
-    void          *ctx, *sock;
-    uint64_t       client_id, req;
-    uint64_t       incarnation;
-    sr_wire_header rh; /* the last reply's header */
-} peer;
-
-static void
-peer_open(peer *p, const char *endpoint, uint64_t client_id)
-{
-    int zero = 0;
-    memset(p, 0, sizeof(*p));
-    p->ctx = zmq_ctx_new();
-    p->sock = zmq_socket(p->ctx, ZMQ_DEALER);
-    zmq_setsockopt(p->sock, ZMQ_LINGER, &zero, sizeof(zero));
-    assert_int_equal(zmq_connect(p->sock, endpoint), 0);
-    p->client_id = client_id;
-}
-
-static void
-peer_close(peer *p)
-{
-    zmq_close(p->sock);
-    zmq_ctx_term(p->ctx);
-}
-
-/* Send a request of `type` as task `task` and read its reply's header
- * (the body frames are read and dropped); the reply's status. */
-static int
-peer_ask(peer *p, int type, int task)
-{
-    sr_wire_header h;
-    uint8_t        hb[SR_WIRE_HEADER_BYTES], buf[256];
-    zmq_pollitem_t it;
-    int            more = 1;
-    size_t         sz = sizeof(more);
-
-    memset(&h, 0, sizeof(h));
-    h.type = (uint8_t)type;
-    h.request_id = ++p->req;
-    h.client_id = p->client_id;
-    h.task_index = task;
-    h.incarnation = p->incarnation;
-    sr_wire_header_encode(&h, hb);
-    assert_true(zmq_send(p->sock, hb, sizeof(hb), 0) >= 0);
-    it = (zmq_pollitem_t){p->sock, 0, ZMQ_POLLIN, 0};
-    assert_int_equal(zmq_poll(&it, 1, 10000), 1);
-    int n = zmq_recv(p->sock, buf, sizeof(buf), 0);
-    assert_sr_ok(sr_wire_header_decode(buf, (size_t)n, &p->rh));
-    for (zmq_getsockopt(p->sock, ZMQ_RCVMORE, &more, &sz); more;
-         zmq_getsockopt(p->sock, ZMQ_RCVMORE, &more, &sz)) {
-        zmq_recv(p->sock, buf, sizeof(buf), 0);
-    }
-    assert_int_equal(p->rh.request_id, h.request_id);
-    if (type == SR_MSG_HELLO && p->rh.status == SR_OK) {
-        p->incarnation = p->rh.incarnation;
-    }
-    return p->rh.status;
-}
-
 /* ---- helpers ------------------------------------------------------------ */
-
-/* A number after `key` in a JSON text, or -1. */
-static long long
-json_num(const char *json, const char *key)
-{
-    const char *at = strstr(json, key);
-    return at != NULL ? strtoll(at + strlen(key), NULL, 10) : -1;
-}
 
 static long long
 status_num(sr_harness *h, const char *key)
 {
     char out[16384];
     assert_int_equal(sr_harness_status(h, out, sizeof(out)), 0);
-    return json_num(out, key);
+    return sr_harness_json_num(out, key);
 }
 
 /* A worker training the scalar "x" (gradient 1) until its local step
@@ -185,7 +115,7 @@ test_integrity_outsiders_refused_and_commits_go_on(void **state)
     sr_harness       h;
     sr_client       *c[2];
     trainer          t[2];
-    peer             p;
+    raw_peer         p;
     sr_store        *st;
     sr_store_opts    o = {.readonly = 1};
     sr_store_info    info;
@@ -197,15 +127,15 @@ test_integrity_outsiders_refused_and_commits_go_on(void **state)
     sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "1.0", NULL);
     open_workers(&h, c, 2);
 
-    peer_open(&p, h.endpoint, 0x7001);
-    assert_int_equal(peer_ask(&p, SR_MSG_HELLO, -1), SR_EINVAL);
-    assert_int_equal(peer_ask(&p, SR_MSG_HELLO, 2), SR_EINVAL);
-    assert_int_equal(peer_ask(&p, SR_MSG_HELLO, INT32_MAX), SR_EINVAL);
-    assert_int_equal(peer_ask(&p, SR_MSG_HELLO, 1), SR_OK);    /* a worker's index: admitted */
-    assert_int_equal(peer_ask(&p, SR_MSG_PING, 0), SR_EPROTO); /* ...and kept */
-    assert_int_equal(peer_ask(&p, SR_MSG_TOKEN, 5), SR_EPROTO);
-    assert_int_equal(peer_ask(&p, SR_MSG_BYE, 1), SR_OK);
-    peer_close(&p);
+    raw_open(&p, h.endpoint, 0x7001);
+    assert_int_equal(raw_ask(&p, SR_MSG_HELLO, -1), SR_EINVAL);
+    assert_int_equal(raw_ask(&p, SR_MSG_HELLO, 2), SR_EINVAL);
+    assert_int_equal(raw_ask(&p, SR_MSG_HELLO, INT32_MAX), SR_EINVAL);
+    assert_int_equal(raw_ask(&p, SR_MSG_HELLO, 1), SR_OK);    /* a worker's index: admitted */
+    assert_int_equal(raw_ask(&p, SR_MSG_PING, 0), SR_EPROTO); /* ...and kept */
+    assert_int_equal(raw_ask(&p, SR_MSG_TOKEN, 5), SR_EPROTO);
+    assert_int_equal(raw_ask(&p, SR_MSG_BYE, 1), SR_OK);
+    raw_close(&p);
     assert_true(sr_harness_log_count(&h, "COORD-REFUSED") >= 1);
 
     for (int i = 0; i < 2; i++) {
@@ -240,30 +170,30 @@ static void
 test_integrity_client_table_bounded_and_reclaimed(void **state)
 {
     sr_harness h;
-    peer       p[4], extra;
+    raw_peer   p[4], extra;
     (void)state;
 
     sr_harness_init(&h, "clients");
     sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "1.0", "--max-clients",
                      "4", NULL);
     for (int i = 0; i < 4; i++) {
-        peer_open(&p[i], h.endpoint, 0x8000 + (uint64_t)i);
-        assert_int_equal(peer_ask(&p[i], SR_MSG_HELLO, i % 2), SR_OK);
+        raw_open(&p[i], h.endpoint, 0x8000 + (uint64_t)i);
+        assert_int_equal(raw_ask(&p[i], SR_MSG_HELLO, i % 2), SR_OK);
     }
-    peer_open(&extra, h.endpoint, 0x9000);
+    raw_open(&extra, h.endpoint, 0x9000);
     for (int i = 0; i < 2000; i++) { /* each HELLO a new client */
         extra.client_id = 0x9000 + (uint64_t)i;
-        assert_int_equal(peer_ask(&extra, SR_MSG_HELLO, 1), SR_ELIMIT);
+        assert_int_equal(raw_ask(&extra, SR_MSG_HELLO, 1), SR_ELIMIT);
     }
     assert_int_equal(status_num(&h, "\"clients\":"), 4);
-    assert_int_equal(peer_ask(&p[3], SR_MSG_BYE, 1), SR_OK);
-    assert_int_equal(peer_ask(&extra, SR_MSG_HELLO, 1), SR_OK);
+    assert_int_equal(raw_ask(&p[3], SR_MSG_BYE, 1), SR_OK);
+    assert_int_equal(raw_ask(&extra, SR_MSG_HELLO, 1), SR_OK);
     assert_int_equal(status_num(&h, "\"clients\":"), 4);
     assert_int_equal(status_num(&h, "\"refused\":"), 2000);
     for (int i = 0; i < 4; i++) {
-        peer_close(&p[i]);
+        raw_close(&p[i]);
     }
-    peer_close(&extra);
+    raw_close(&extra);
     assert_int_equal(sr_harness_stop(&h), 0);
     sr_harness_fini(&h);
 }

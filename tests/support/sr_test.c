@@ -3,19 +3,17 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "tools/proc.h"
 
 void
 sr_test_check(int rc, int want, const char *expr, const char *file, int line)
@@ -95,61 +93,33 @@ sr_test_ipc_endpoint(const char *dir, const char *name, char *buf, size_t len)
     snprintf(buf, len, "ipc://%s/%s", dir, name);
 }
 
+/* The children are tools/proc.h's: one supervisor for the tests, chaos/ and
+ * bench/perf. */
 pid_t
 sr_test_spawn(char *const argv[], const char *log_path)
 {
-    pid_t pid = fork();
-    if (pid < 0) {
-        return -1;
-    }
-    if (pid == 0) {
-        setpgid(0, 0);
-        /* If the test dies (a ctest timeout), its children die with it. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (log_path != NULL) {
-            int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
-            if (fd >= 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-                close(fd);
-            }
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    setpgid(pid, pid); /* also from the parent: no race with the kill below */
-    return pid;
+    return sr_proc_spawn(argv, log_path, 0);
 }
 
 void
 sr_test_kill(pid_t pid, int sig)
 {
-    if (pid > 0) {
-        kill(-pid, sig);
-        kill(pid, sig);
-    }
+    sr_proc_signal(pid, sig);
 }
 
 int
 sr_test_reap(pid_t pid, int timeout_ms)
 {
-    int     status;
-    int64_t deadline = sr_clock_now_ms() + timeout_ms;
+    int status;
 
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) {
-            return status;
-        }
-        if (r < 0 && errno != EINTR) {
-            return -1;
-        }
-        if (sr_clock_now_ms() >= deadline) {
-            sr_test_kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        sr_clock_sleep_ms(5);
+    switch (sr_proc_wait(pid, timeout_ms, &status)) {
+    case 1:
+        return status;
+    case 0:
+        sr_proc_kill9(pid);
+        return -1;
+    default:
+        return -1;
     }
 }
 

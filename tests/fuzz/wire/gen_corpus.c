@@ -16,6 +16,7 @@
 
 #include "core/bytes.h"
 #include "fuzz_wire.h"
+#include "syncrep/syncrep.h"
 #include "wire/wire.h"
 
 #define MSG_CAP 4096

@@ -58,7 +58,8 @@ test_gpu_open_defaults_and_accessors(void **state)
 }
 
 /* Built without CUDA the nccl backend is SR_ENOTSUP; with CUDA but no
- * usable GPU it is SR_EGPU with the reason; auto falls back to host. */
+ * usable GPU it is SR_EGPU with the reason; auto falls back to host.  With
+ * GPUs, nccl and auto open on them (this part can fail only there). */
 static void
 test_gpu_nccl_unavailable_is_reported_and_auto_falls_back(void **state)
 {
@@ -76,6 +77,28 @@ test_gpu_nccl_unavailable_is_reported_and_auto_falls_back(void **state)
     if (n == 0) {
         assert_sr_err(sr_gpu_open(&g, &(sr_gpu_options){.backend = SR_GPU_NCCL}), SR_EGPU);
         assert_non_null(strstr(sr_errdetail(), "no CUDA device"));
+    } else {
+        /* GPUs visible: nccl opens, auto takes it whenever enough GPUs are
+         * there (NULL options: all of them), and falls back to host only
+         * when more are wanted than visible. */
+        int all = n < SR_GPU_MAX_DEV ? n : SR_GPU_MAX_DEV;
+        assert_sr_ok(sr_gpu_open(&g, &(sr_gpu_options){.backend = SR_GPU_NCCL, .ndev = 1}));
+        assert_int_equal(sr_gpu_backend(g), SR_GPU_NCCL);
+        assert_int_equal(sr_gpu_ndev(g), 1);
+        sr_gpu_close(g);
+        g = NULL;
+        assert_sr_ok(sr_gpu_open(&g, NULL));
+        assert_int_equal(sr_gpu_backend(g), SR_GPU_NCCL);
+        assert_int_equal(sr_gpu_ndev(g), all);
+        sr_gpu_close(g);
+        g = NULL;
+        if (n < SR_GPU_MAX_DEV) {
+            assert_sr_ok(sr_gpu_open(&g, &(sr_gpu_options){.backend = SR_GPU_AUTO, .ndev = n + 1}));
+            assert_int_equal(sr_gpu_backend(g), SR_GPU_HOST);
+            assert_int_equal(sr_gpu_ndev(g), n + 1);
+            sr_gpu_close(g);
+            g = NULL;
+        }
     }
 #endif
     if (n == 0) {

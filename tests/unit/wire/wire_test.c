@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "syncrep/syncrep.h"
 #include "wire/wire.h"
 
 /* A decoder with its output hidden, so one helper can feed any of them. */

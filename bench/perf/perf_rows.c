@@ -1,0 +1,715 @@
+/*
+ * The rows of the table (docs/performance.md): ingest (row_ingest), the
+ * small-model step rate (row_small), the durable commit (row_commit, with
+ * the disk's floors timed_writes_us, fdatasync_floor_us, raw_rewrite_ms),
+ * recovery from kill -9 (row_recovery, wait_all_tokens, find_rec,
+ * log_bind_wall_ms), many variables (row_many) and memory (row_memory);
+ * run_pairs and close_ratio_cell pair syncrep and baseline repetitions.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "core/clock.h"
+#include "core/mem.h"
+#include "syncrep/syncrep.h"
+#include "tools/coord_argv.h"
+#include "tools/proc.h"
+
+#include "perf_int.h"
+
+static const char *const phase_names[] = {"idle", "pull", "push", "step"};
+
+/* ---- rows ------------------------------------------------------------------ */
+
+/* A row's cell whose repetitions are in: dropped if none ran, else judged
+ * by its ratio. */
+static void
+close_ratio_cell(bench *b, cell *x, double min_ratio)
+{
+    if (x->nreps == 0) {
+        b->ncells--;
+        return;
+    }
+    finish_cell(x);
+    x->met = x->ratio >= min_ratio;
+}
+
+/* A cell's repetitions: syncrep running c against its baseline -- the raw
+ * ZeroMQ one of c, or (other) syncrep running `other` -- alternating which
+ * runs first.  0, or -1 when a run failed (counted; the cell keeps the
+ * repetitions before it). */
+static int
+run_pairs(bench *b, cell *x, const run_cfg *c, const run_cfg *other)
+{
+    for (int rep = 0; rep < b->reps && !interrupted; rep++) {
+        run_res rs, rb;
+        int     bad = 0;
+        for (int k = 0; k < 2 && !bad; k++) {
+            if ((k == 0) == (rep % 2 == 1)) {
+                bad = (other != NULL ? sync_run(b, other, &rb) : base_run(b, c, &rb)) != 0;
+            } else {
+                bad = sync_run(b, c, &rs) != 0;
+            }
+        }
+        if (bad) {
+            b->failures++;
+            return -1;
+        }
+        if (rs.wrong || rb.wrong) {
+            b->failures++;
+        }
+        print_diag("syncrep", &rs, c->loop, 1);
+        print_diag(other != NULL ? "one var" : "baseline", &rb, c->loop, other != NULL);
+        x->sr[x->nreps] = rs.value;
+        x->base[x->nreps++] = rb.value;
+    }
+    return 0;
+}
+
+int
+row_ingest(bench *b)
+{
+    static const size_t sizes[] = {1 * MIB, 16 * MIB, 64 * MIB};
+    static const int    ws[] = {2, 4};
+    int                 rc = 0;
+
+    printf("# row 1: ingest -- push + step (no pull), R = W, --checkpoint-every-steps 0;\n"
+           "#        baseline: W DEALERs send [index, piece][gradient piece of <= 2 MiB] to one\n"
+           "#        ROUTER that sums into one buffer, %s;\n"
+           "#        GB/s = W x S x steps / window (10^9 bytes)\n",
+           b->ingest_stream ? "streaming (at most ~4 MiB or 2 messages queued per pipe end)"
+                            : "each piece acknowledged, as many in flight as libsyncrep keeps "
+                              "(2 for a variable of several pieces, else 1)");
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]) && !interrupted; si++) {
+        for (size_t wi = 0; wi < sizeof(ws) / sizeof(ws[0]); wi++) {
+            for (int split = 0; split < 2; split++) {
+                size_t S = sizes[si];
+                int    W = ws[wi];
+                if (split && (S != 64 * MIB || W != 4)) {
+                    continue; /* one split model: W=4, 64 MiB as 16 variables of 4 MiB */
+                }
+                /* About 0.5 s of steps (at most 400; at least 3, or 2 for the
+                 * page-fault-bound 64 MiB messages) after 2 warm-up steps. */
+                int     one_big = S == 64 * MIB && !split;
+                run_cfg c = {.W = W,
+                             .bytes = S,
+                             .nvars = split ? (int)(S / PART_BYTES) : 1,
+                             .loop = LOOP_PUSH,
+                             .ckpt = 0,
+                             .sync_normal = 1,
+                             .warm = 2,
+                             .steps = 400,
+                             .min_steps = one_big ? 2 : 3,
+                             .target_ms = b->quick ? 300 : 500,
+                             .ack = !b->ingest_stream,
+                             .kill_at_end = 1};
+                char    cfgtxt[96], st[24], vars[24];
+                snprintf(vars, sizeof(vars), "%dx4MiB vars", c.nvars);
+                snprintf(cfgtxt, sizeof(cfgtxt), "ingest W=%d S=%s %s", W,
+                         size_text(S, st, sizeof(st)), split ? vars : "1 var");
+                if (b->filter != NULL && strstr(cfgtxt, b->filter) == NULL) {
+                    continue;
+                }
+                cell *x = new_cell(b, 1, cfgtxt, "GB/s", ">= 0.80");
+                if (x == NULL) {
+                    return -1;
+                }
+                x->has_target = 1;
+                printf("# %s\n", cfgtxt);
+                int64_t n = 0;
+                for (int rep = 0; rep < b->reps && !interrupted; rep++) {
+                    run_res rs, rb;
+                    run_cfg cb = c;
+                    int     bad;
+                    /* Alternate which goes first; the baseline streams as many steps
+                     * as syncrep's latest window had. */
+                    if (rep % 2 == 1 && n > 0) {
+                        cb.steps = n;
+                        bad = base_run(b, &cb, &rb) != 0 || sync_run(b, &c, &rs) != 0;
+                    } else {
+                        bad = sync_run(b, &c, &rs) != 0;
+                        cb.steps = n = rs.steps;
+                        bad = bad || base_run(b, &cb, &rb) != 0;
+                    }
+                    if (bad) {
+                        b->failures++;
+                        rc = -1;
+                        break;
+                    }
+                    n = rs.steps;
+                    if (rs.wrong || rb.wrong) {
+                        b->failures++;
+                    }
+                    print_diag("syncrep", &rs, c.loop, 1);
+                    print_diag("baseline", &rb, c.loop, 0);
+                    x->sr[x->nreps] = rs.value;
+                    x->base[x->nreps++] = rb.value;
+                    if (W == 4) {
+                        char label[96];
+                        snprintf(label, sizeof(label), "W=4 S=%s %s push+step ckpt=0", st,
+                                 split ? vars : "1 var");
+                        add_mem(b, label, 2 * S, rs.hwm_mib);
+                    }
+                }
+                close_ratio_cell(b, x, 0.8);
+            }
+        }
+    }
+    return rc;
+}
+
+/* Median time of n writes of `bytes` to a file in the run's directory (the
+ * stores' file system), each appended (`append`) or rewriting the start in
+ * place, each followed by an fdatasync when `sync`; in µs, or -1.  One
+ * untimed write and fdatasync first (for in place: the blocks exist). */
+static double
+timed_writes_us(const bench *b, size_t bytes, int n, int append, int sync)
+{
+    char     path[256];
+    double  *t = malloc((size_t)n * sizeof(*t));
+    uint8_t *buf = malloc(bytes);
+    int      fd = -1, ok = t != NULL && buf != NULL;
+    double   med = -1;
+
+    snprintf(path, sizeof(path), "%s/timed-writes.bin", b->dir);
+    if (ok && (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) {
+        ok = 0;
+    }
+    if (ok) {
+        memset(buf, 0x5a, bytes);
+    }
+    for (int i = -1; ok && i < n; i++) {
+        int64_t t0 = now_ns();
+        off_t   off = append ? (off_t)(i + 1) * (off_t)bytes : 0;
+        buf[0] = (uint8_t)i;
+        ok = pwrite(fd, buf, bytes, off) == (ssize_t)bytes &&
+             ((!sync && i >= 0) || fdatasync(fd) == 0);
+        if (ok && i >= 0) {
+            t[i] = (double)(now_ns() - t0) / 1e3;
+        }
+    }
+    if (ok) {
+        med = median(t, n);
+    }
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    free(buf);
+    free(t);
+    return med;
+}
+
+/* The least a synchronous FULL commit of the 4 KiB model costs here: one
+ * fdatasync after appending what such a commit appends to the WAL (8-9
+ * frames of 4 KiB pages); median of 100, in µs, or -1. */
+static double
+fdatasync_floor_us(const bench *b)
+{
+    return timed_writes_us(b, 37 * 1024, 100, 1, 1);
+}
+
+int
+row_small(bench *b)
+{
+    int rc = 0;
+
+    printf("# row 2: step rate, 4 KiB model, 4 workers, pull -> push -> step, checkpoint every "
+           "step,\n#        --store-page-kib 4 (small model: small pages), --commit sync and "
+           "async;\n"
+           "#        baseline: one DEALER/ROUTER round trip per worker per step\n");
+    for (int k = 0; k < 4 && !interrupted; k++) {
+        int     normal = k % 2 == 0, async = k >= 2;
+        run_cfg c = {.W = 4,
+                     .bytes = 4 * KIB,
+                     .nvars = 1,
+                     .loop = LOOP_FULL,
+                     .ckpt = 1,
+                     .sync_normal = normal,
+                     .page_kib = 4,
+                     .async = async,
+                     .warm = 20,
+                     .steps = 5000,
+                     .min_steps = 20,
+                     .target_ms = b->quick ? 500 : 750};
+        char    cfgtxt[96];
+        snprintf(cfgtxt, sizeof(cfgtxt), "4KiB W=4 ckpt=1 %s%s", normal ? "NORMAL" : "FULL",
+                 async ? " async" : "");
+        if (b->filter != NULL && strstr(cfgtxt, b->filter) == NULL) {
+            continue;
+        }
+        cell *x = new_cell(b, 2, cfgtxt, "steps/s", ">= 0.80");
+        if (x == NULL) {
+            return -1;
+        }
+        x->has_target = 1;
+        printf("# %s\n", cfgtxt);
+        rc = run_pairs(b, x, &c, NULL) != 0 ? -1 : rc;
+        close_ratio_cell(b, x, 0.8);
+        double floor_us = !normal && !async && x->nreps > 0 ? fdatasync_floor_us(b) : -1;
+        if (floor_us > 0) {
+            /* A sync FULL step is at least a baseline round trip plus that
+             * fdatasync (the tokens wait for it): the ratio cannot exceed
+             * this, whatever syncrep's own code costs. */
+            snprintf(x->note, sizeof(x->note), "fdatasync %.0f us: ratio <= %.2f", floor_us,
+                     1.0 / (1.0 + x->base_med * floor_us / 1e6));
+        }
+    }
+    return rc;
+}
+
+/* The least a commit of `bytes` costs here on the step's path: rewriting
+ * that many bytes in place, with an fdatasync when `full`; median of 9, in
+ * ms, or -1.  What any store pays at least, whatever its format. */
+static double
+raw_rewrite_ms(const bench *b, size_t bytes, int full)
+{
+    double us = timed_writes_us(b, bytes, 9, 0, full);
+    return us < 0 ? -1 : us / 1e3;
+}
+
+int
+row_commit(bench *b)
+{
+    /* Checkpoint every step: [0] NORMAL, [1] FULL, [2] NORMAL async,
+     * [3] FULL async; [4] checkpointing off, the baseline of all four. */
+    enum { NC = 5, BASE = 4 };
+    run_cfg     c[NC];
+    const char *who[NC] = {"NORMAL", "FULL", "NORMAL async", "FULL async", "ckpt=0"};
+    cell       *x[BASE];
+    int         rc = 0;
+
+    for (int i = 0; i < NC; i++) {
+        run_cfg ci = {.W = 4,
+                      .bytes = 16 * MIB,
+                      .nvars = 1,
+                      .loop = LOOP_FULL,
+                      .ckpt = i != BASE,
+                      .sync_normal = i % 2 == 0,
+                      .async = i == 2 || i == 3,
+                      .warm = 3,
+                      /* Three WAL checkpoint cycles: 512 MiB of WAL holds
+                       * ~31 commits of 16 MiB.  A checkpoint run by the
+                       * store's thread costs the steps after the one that
+                       * filled the WAL, so one cycle's window would miss
+                       * most of it; three are close to the long-run mean
+                       * whoever runs the checkpoint. */
+                      .steps = b->quick ? 8 : 93};
+        c[i] = ci;
+    }
+    printf("# row 3: durable commit -- 16 MiB model (1 var), 4 workers, pull -> push -> step;\n"
+           "#        checkpoint every step (--commit sync and async) vs "
+           "--checkpoint-every-steps 0\n#        (same program, same run)\n");
+    for (int i = 0; i < BASE; i++) {
+        char cfgtxt[96];
+        snprintf(cfgtxt, sizeof(cfgtxt), "16MiB W=4 ckpt=1 vs 0 %s", who[i]);
+        /* The target (<= 10 % overhead) is stated for NORMAL. */
+        if ((x[i] = new_cell(b, 3, cfgtxt, "steps/s", i % 2 == 0 ? ">= 0.90" : "-")) == NULL) {
+            return -1;
+        }
+        x[i]->has_target = i % 2 == 0;
+    }
+    int reps = b->reps;
+    printf("# %d repetitions, each running the five in a rotating order\n", reps);
+    for (int rep = 0; rep < reps && !interrupted; rep++) {
+        run_res r[NC];
+        int     bad = 0;
+        for (int k = 0; k < NC && !bad; k++) {
+            int i = (k + rep) % NC; /* rotate the order across repetitions */
+            bad = sync_run(b, &c[i], &r[i]) != 0;
+        }
+        if (bad) {
+            b->failures++;
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < NC; i++) {
+            b->failures += r[i].wrong > 0;
+            print_diag(who[i], &r[i], LOOP_FULL, 1);
+        }
+        for (int i = 0; i < BASE; i++) {
+            x[i]->sr[x[i]->nreps] = r[i].value;
+            x[i]->base[x[i]->nreps++] = r[BASE].value;
+        }
+        add_mem(b, "W=4 S=16MiB 1 var pull+push+step ckpt=1 NORMAL", 2 * 16 * MIB, r[0].hwm_mib);
+    }
+    if (x[0]->nreps == 0) {
+        b->ncells -= BASE;
+        return rc;
+    }
+    for (int i = 0; i < BASE; i++) {
+        finish_cell(x[i]);
+        x[i]->met = i % 2 == 0 ? x[i]->ratio >= 0.9 : 1;
+        snprintf(x[i]->note, sizeof(x[i]->note), "overhead %.1f%%", (1 - x[i]->ratio) * 100);
+        /* --commit sync: the commit is on the step's path, so the overhead
+         * is at least a raw rewrite of the model's bytes against the step
+         * without commits. */
+        double raw = i < 2 ? raw_rewrite_ms(b, 16 * MIB, i == 1) : -1;
+        if (raw > 0 && x[i]->base_med > 0) {
+            size_t n = strlen(x[i]->note);
+            snprintf(x[i]->note + n, sizeof(x[i]->note) - n, "; raw rewrite %.1f ms: >= %.1f%%",
+                     raw, raw / (1000.0 / x[i]->base_med + raw) * 100);
+        }
+    }
+    return rc;
+}
+
+/* Row 4 helpers: the first record of worker w at or after index `from`
+ * with incarnation > inc and token >= tok; -1 if none. */
+static int64_t
+find_rec(const slot *s, int64_t from, uint64_t inc, int64_t tok, int64_t *tok_out)
+{
+    int64_t n = __atomic_load_n(&s->nrec, __ATOMIC_ACQUIRE);
+    for (int64_t i = from; i < n; i++) {
+        if (s->recs[i].inc > inc && s->recs[i].tok >= tok) {
+            if (tok_out != NULL) {
+                *tok_out = s->recs[i].tok;
+            }
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Wall-clock ms of the coordinator's COORD-BIND log line; -1 if none. */
+static int64_t
+log_bind_wall_ms(const char *log)
+{
+    FILE *f = fopen(log, "r");
+    char  line[512];
+    int   y, mo, d, h, mi, s, ms;
+
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strstr(line, "COORD-BIND") != NULL &&
+            sscanf(line, "%d-%d-%dT%d:%d:%d.%dZ", &y, &mo, &d, &h, &mi, &s, &ms) == 7) {
+            struct tm tm;
+            memset(&tm, 0, sizeof(tm));
+            tm.tm_year = y - 1900;
+            tm.tm_mon = mo - 1;
+            tm.tm_mday = d;
+            tm.tm_hour = h;
+            tm.tm_min = mi;
+            tm.tm_sec = s;
+            fclose(f);
+            return (int64_t)timegm(&tm) * 1000 + ms;
+        }
+    }
+    fclose(f);
+    return -1;
+}
+
+/* Wait until every worker has a token >= tok in an incarnation > inc. */
+static int
+wait_all_tokens(bench *b, int W, uint64_t inc, int64_t tok, int timeout_ms, pid_t coord,
+                const pid_t *pids)
+{
+    int64_t deadline = sr_clock_now_ms() + timeout_ms;
+    while (!interrupted && sr_clock_now_ms() < deadline) {
+        int all = 1;
+        for (int w = 0; w < W; w++) {
+            if (find_rec(&b->sh->s[w], 0, inc, tok, NULL) < 0) {
+                all = 0;
+            }
+            if (waitpid(pids[w], NULL, WNOHANG) == pids[w]) {
+                untrack(b, pids[w]);
+                fprintf(stderr, "# recovery: worker %d exited: %s\n", w, b->sh->s[w].err);
+                return -1;
+            }
+        }
+        if (coord > 0 && waitpid(coord, NULL, WNOHANG) == coord) {
+            untrack(b, coord);
+            fprintf(stderr, "# recovery: the coordinator exited\n");
+            return -1;
+        }
+        if (all) {
+            return 0;
+        }
+        sleep_ms(2);
+    }
+    return -1;
+}
+
+int
+row_recovery(bench *b)
+{
+    const int W = 4;
+    run_cfg   c = {.W = W,
+                   .bytes = 16 * MIB,
+                   .nvars = 1,
+                   .loop = LOOP_FULL,
+                   .ckpt = 1,
+                   .sync_normal = 0,
+                   .warm = INT64_MAX}; /* no timed window: tokens only */
+    char      store[256], sock[256], endpoint[270], log[256];
+    pid_t     coord, pids[MAX_W];
+    int       nw = 0, ok = 1, kills = b->kills;
+    double    rec_ms[MAX_KILLS], bind_ms[MAX_KILLS], back_ms[MAX_KILLS], intervals[4 * MAX_REPS];
+    int       nint = 0, nrec = 0;
+    uint64_t  inc = 0;
+    int64_t   restored = 0;
+    unsigned  seed = b->seed;
+
+    printf("# row 4: recovery -- kill -9 of the coordinator of a running job (4 workers, 16 MiB,\n"
+           "#        pull -> push -> step, checkpoint every step, FULL); restart at once on the "
+           "same store;\n"
+           "#        time from the kill to the first token of the first step applied by the new\n"
+           "#        incarnation (%d kills, seed %u); baseline: the job's steady step time\n",
+           kills, seed);
+    snprintf(store, sizeof(store), "%s/r.db", b->dir);
+    snprintf(sock, sizeof(sock), "%s/r.sock", b->dir);
+    snprintf(endpoint, sizeof(endpoint), "ipc://%s", sock);
+    snprintf(log, sizeof(log), "%s/r.log", b->dir);
+    reset_slots(b->sh);
+    if ((coord = spawn_coordinator(b, &c, store, endpoint, log)) < 0 ||
+        wait_bound(b, coord, sock, 60000) != 0) {
+        fprintf(stderr, "# recovery: the coordinator did not start\n");
+        print_log_tail(log);
+        kill_all(b);
+        remove_run_files(b->dir, "r");
+        b->failures++;
+        return -1;
+    }
+    for (int w = 0; w < W; w++) {
+        pid_t pid = fork_child(b);
+        if (pid == 0) {
+            _exit(sync_worker(&c, w, endpoint, coord, b->sh) == 0 ? 0 : 1);
+        }
+        pids[nw++] = pid;
+    }
+    /* Running: every worker past step 3 of the first incarnation. */
+    if (wait_all_tokens(b, W, 0, 3, 120000, coord, pids) != 0) {
+        ok = 0;
+    }
+    for (int k = 0; k < kills && ok && !interrupted; k++) {
+        int64_t t_kill, wall_kill, from[MAX_W];
+        char    phases[64] = "";
+
+        /* Steady-state step time: worker 0's token intervals just before. */
+        const slot *s0 = &b->sh->s[0];
+        int64_t     n0 = __atomic_load_n(&s0->nrec, __ATOMIC_ACQUIRE);
+        if (n0 >= 2 && nint < (int)(sizeof(intervals) / sizeof(intervals[0])) &&
+            s0->recs[n0 - 1].tok == s0->recs[n0 - 2].tok + 1 &&
+            s0->recs[n0 - 1].inc == s0->recs[n0 - 2].inc) {
+            intervals[nint++] = (double)(s0->recs[n0 - 1].t_ns - s0->recs[n0 - 2].t_ns) / 1e6;
+        }
+        sleep_ms((int)(rand_r(&seed) % 250)); /* land the kill anywhere in a step */
+        for (int w = 0; w < W; w++) {
+            int    ph = b->sh->s[w].phase;
+            size_t used = strlen(phases);
+            snprintf(phases + used, sizeof(phases) - used, "%s%s", w ? "," : "",
+                     phase_names[ph >= 0 && ph <= PH_STEP ? ph : 0]);
+            from[w] = __atomic_load_n(&b->sh->s[w].nrec, __ATOMIC_ACQUIRE);
+            if (b->sh->s[w].inc > inc) {
+                inc = b->sh->s[w].inc;
+            }
+        }
+        wall_kill = sr_clock_wall_ms();
+        t_kill = now_ns();
+        kill9(b, coord);
+        /* The new incarnation logs to its own file, for its bind time. */
+        unlink(log);
+        snprintf(log, sizeof(log), "%s/r%d.log", b->dir, k + 1);
+        if ((coord = spawn_coordinator(b, &c, store, endpoint, log)) < 0) {
+            ok = 0;
+            break;
+        }
+        /* Every worker back (a token in the new incarnation), then the
+         * restored step g_r is the smallest of those first tokens. */
+        if (wait_all_tokens(b, W, inc, 0, 120000, coord, pids) != 0) {
+            ok = 0;
+            break;
+        }
+        restored = INT64_MAX;
+        int64_t t_back = INT64_MAX;
+        for (int w = 0; w < W; w++) {
+            int64_t tok, i = find_rec(&b->sh->s[w], from[w], inc, 0, &tok);
+            if (i >= 0 && tok < restored) {
+                restored = tok;
+            }
+            if (i >= 0 && b->sh->s[w].recs[i].t_ns < t_back) {
+                t_back = b->sh->s[w].recs[i].t_ns;
+            }
+        }
+        if (wait_all_tokens(b, W, inc, restored + 2, 120000, coord, pids) != 0) {
+            ok = 0;
+            break;
+        }
+        int64_t t_applied = INT64_MAX;
+        for (int w = 0; w < W; w++) {
+            int64_t i = find_rec(&b->sh->s[w], from[w], inc, restored + 1, NULL);
+            if (i >= 0 && b->sh->s[w].recs[i].t_ns < t_applied) {
+                t_applied = b->sh->s[w].recs[i].t_ns;
+            }
+        }
+        int64_t bind_wall = log_bind_wall_ms(log);
+        rec_ms[nrec] = (double)(t_applied - t_kill) / 1e6;
+        bind_ms[nrec] = bind_wall >= 0 ? (double)(bind_wall - wall_kill) : NAN;
+        back_ms[nrec] = (double)(t_back - t_kill) / 1e6;
+        printf("#   kill %2d: workers in [%s]; coordinator bound after %6.0f ms, first token of "
+               "the new incarnation %6.0f ms, step %" PRId64 " applied after %6.0f ms\n",
+               k + 1, phases, bind_ms[nrec], back_ms[nrec], restored + 1, rec_ms[nrec]);
+        fflush(stdout);
+        nrec++;
+    }
+    /* Stop: every worker stops at its first token >= the stop step. */
+    if (ok) {
+        int64_t top = 0;
+        for (int w = 0; w < W; w++) {
+            top = b->sh->s[w].last_tok > top ? b->sh->s[w].last_tok : top;
+        }
+        b->sh->stop_at = top + 2;
+        if (wait_children(b, pids, nw, 120000, coord, "recovery workers") != 0) {
+            ok = 0;
+        }
+        report_child_errors(b->sh, W, "recovery worker");
+    }
+    if (stop_process(b, coord, 60000) != 0 && ok) {
+        ok = 0;
+    }
+    if (!ok) {
+        print_log_tail(log);
+        kill_all(b);
+        b->failures++;
+    } else {
+        printf("#   verified: model = -step*lr*g at step %" PRId64 " (%" PRId64 " elements)\n",
+               b->sh->s[0].final_step, b->sh->s[0].checked);
+    }
+    unlink(log);
+    remove_run_files(b->dir, "r");
+    if (nrec == 0) {
+        return -1;
+    }
+    cell *x = new_cell(b, 4, "16MiB W=4 kill -9, median of kills", "ms", "<= 1000 ms");
+    if (x == NULL) {
+        return -1;
+    }
+    x->has_target = 1;
+    double step_ms = median(intervals, nint);
+    for (int i = 0; i < nrec && i < MAX_REPS; i++) {
+        x->sr[i] = rec_ms[i];
+        x->base[i] = step_ms;
+        x->nreps++;
+    }
+    finish_cell(x);
+    x->met = x->sr_med <= 1000;
+    snprintf(x->note, sizeof(x->note), "bind %.0f ms, first token %.0f ms (medians)",
+             median(bind_ms, nrec), median(back_ms, nrec));
+    return ok ? 0 : -1;
+}
+
+/* Row 6 (beyond the issue's five): models of many variables against the
+ * same bytes in one variable, both run by syncrep in this run, so the ratio
+ * is what the per-variable work costs.  Cells: 2,000 variables of 1 KiB with
+ * the calls meant for them (sr_client_pull_many, sr_client_push_many) and
+ * with a call per variable, and 200 of 50 KiB (a common shape: a network's
+ * layers) with the calls for many. */
+int
+row_many(bench *b)
+{
+    static const struct {
+        int nvars, kib, many;
+    } shapes[] = {{2000, 1, 1}, {2000, 1, 0}, {200, 50, 1}};
+    int rc = 0;
+
+    printf(
+        "# row 6: many variables -- 2 workers, float32 variables (2,000 x 1 KiB, 200 x 50 KiB),\n"
+        "#        pull -> push -> step, checkpoint every step, NORMAL, --commit sync;\n"
+        "#        baseline: the same bytes as one variable (syncrep too, same run)\n");
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]) && !interrupted; k++) {
+        run_cfg c = {.W = 2,
+                     .bytes = (size_t)shapes[k].nvars * (size_t)shapes[k].kib * KIB,
+                     .nvars = shapes[k].nvars,
+                     .loop = LOOP_FULL,
+                     .ckpt = 1,
+                     .sync_normal = 1,
+                     .warm = 5,
+                     .steps = 2000,
+                     .min_steps = 10,
+                     .target_ms = b->quick ? 1000 : 2000,
+                     .many = shapes[k].many};
+        run_cfg one = c;
+        char    cfgtxt[96];
+        one.nvars = 1;
+        one.many = 0;
+        snprintf(cfgtxt, sizeof(cfgtxt), "%dx%dKiB W=2 %s", shapes[k].nvars, shapes[k].kib,
+                 shapes[k].many ? "pull_many/push_many" : "a call per variable");
+        cell *x = new_cell(b, 6, cfgtxt, "steps/s", "none");
+        if (x == NULL) {
+            return -1;
+        }
+        printf("# %s\n", cfgtxt);
+        rc = run_pairs(b, x, &c, &one) != 0 ? -1 : rc;
+        close_ratio_cell(b, x, 0);
+    }
+    return rc;
+}
+
+int
+row_memory(bench *b)
+{
+    if (b->nmem == 0) {
+        /* Rows 1 and 3 were not run: the two largest of their configurations. */
+        run_cfg big = {.W = 4,
+                       .bytes = 64 * MIB,
+                       .nvars = 1,
+                       .loop = LOOP_PUSH,
+                       .sync_normal = 1,
+                       .warm = 2,
+                       .steps = 2};
+        run_cfg mid = {.W = 4,
+                       .bytes = 16 * MIB,
+                       .nvars = 1,
+                       .loop = LOOP_FULL,
+                       .ckpt = 1,
+                       .sync_normal = 1,
+                       .warm = 3,
+                       .steps = 4};
+        run_res r;
+        if (sync_run(b, &big, &r) != 0) {
+            b->failures++;
+            return -1;
+        }
+        add_mem(b, "W=4 S=64MiB 1 var push+step ckpt=0", 2 * big.bytes, r.hwm_mib);
+        if (sync_run(b, &mid, &r) != 0) {
+            b->failures++;
+            return -1;
+        }
+        add_mem(b, "W=4 S=16MiB 1 var pull+push+step ckpt=1 NORMAL", 2 * mid.bytes, r.hwm_mib);
+    }
+    for (int i = 0; i < b->nmem; i++) {
+        const mem_obs *m = &b->mem[i];
+        double         held = (double)m->held_bytes / MIB;
+        double         limit = 1.1 * held + 32;
+        cell          *x = new_cell(b, 5, m->label, "MiB", "<= 1.1x+32MiB");
+        if (x == NULL) {
+            return -1;
+        }
+        x->has_target = 1;
+        x->sr[0] = m->hwm_mib;
+        x->base[0] = held;
+        x->nreps = 1;
+        finish_cell(x);
+        x->met = m->hwm_mib <= limit;
+        snprintf(x->note, sizeof(x->note), "limit %.0f MiB; held = value + accumulator (sgd)",
+                 limit);
+    }
+    return 0;
+}

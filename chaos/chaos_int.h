@@ -1,0 +1,115 @@
+/*
+ * The chaos harness's internals, shared by chaos.c (options, entry
+ * points), chaos_plan.c, chaos_run.c and chaos_report.c: the planned
+ * faults, the events and samples recorded, and the harness's state.
+ */
+#ifndef SR_CHAOS_INT_H
+#define SR_CHAOS_INT_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "chaos/chaos.h"
+#include "tools/status_client.h"
+
+#define MAX_WORKERS  64
+#define MAX_EVENTS   4096
+#define MAX_SAMPLES  20000
+#define QUIET_TAIL_S 4.0 /* no faults at the end: liveness must show */
+
+enum { ROLE_COORD = 0, ROLE_CHIEF = 1, ROLE_WORKER = 2 };
+
+enum { ACT_KILL = 0, ACT_STOP = 1 };
+
+/* A planned fault: drawn entirely from the seed, before anything runs. */
+typedef struct {
+    double t; /* seconds from the start */
+    int    role;
+    int    task;      /* chief: 0; worker: its task index */
+    int    action;    /* ACT_KILL: SIGKILL then restart; ACT_STOP: SIGSTOP then SIGCONT */
+    double down_s;    /* until the restart / SIGCONT */
+    int    resize_to; /* coordinator: worker count after the restart (0 = same) */
+    int    resume;    /* coordinator: restart with --resume-from-step */
+} fault;
+
+/* Something that happened, for the timeline and the report. */
+typedef struct {
+    double t;
+    int    role;
+    int    task;
+    char   what[16]; /* kill, stop, cont, restart, resume, resize */
+} event;
+
+typedef struct {
+    double  t;
+    int64_t step;
+} sample;
+
+typedef struct {
+    /* options */
+    int      workers, R, M, checkpoint_every;
+    double   duration, kill_every;
+    uint64_t seed;
+    int      targets[3];
+    int      resize[16], nresize;
+    int      print_plan;      /* --print-plan: print the schedule and exit */
+    int      commit_async;    /* --commit async */
+    int64_t  partition_bytes; /* --partition-bytes for the coordinator; -1 = its default */
+    int64_t  wal_limit_kib;   /* --wal-limit-kib for the coordinator; 0 = its default */
+    char     out[PATH_MAX];
+    char     store[PATH_MAX + 16], endpoint[PATH_MAX + 32], self[PATH_MAX];
+    sr_optim optim;
+    /* processes */
+    pid_t coord;
+    pid_t wpid[MAX_WORKERS];
+    int   nworkers; /* current size */
+    int   curR, curM;
+    /* the plan and what happened */
+    fault  plan[MAX_EVENTS];
+    int    nplan;
+    event  ev[MAX_EVENTS];
+    int    nev;
+    sample samples[MAX_SAMPLES];
+    int    nsamples;
+    int    kills[3], stops, restarts[3], resizes, resumes;
+    /* status polling */
+    sr_status_client *status;
+    int64_t           gstep, committed, restored;
+    uint64_t          inc;
+    int64_t           max_committed_before_inc[1024]; /* by incarnation */
+    double            coord_restart_t;                /* awaiting recovery since, or < 0 */
+    uint64_t          coord_restart_inc;              /* the incarnation seen before the restart */
+    double            recovery[256];
+    int               nrecovery;
+    double            pending_live_t[MAX_EVENTS]; /* restarts still waiting for progress */
+    int64_t           pending_live_step[MAX_EVENTS];
+    uint64_t          pending_live_inc[MAX_EVENTS];
+    int               npending;
+    int               liveness_failed;
+    char              liveness_detail[256];
+    double            t0;
+} chaos;
+
+/* The role names reports print, by ROLE_*. */
+extern const char *const sr__chaos_role_name[3];
+
+/* chaos_run.c: the SIGINT / SIGTERM handler (the run stops, cleanly). */
+void sr__chaos_on_signal(int sig);
+
+/* chaos_run.c: run the job with c's plan until c->duration, then stop
+ * everything cleanly. */
+void sr__chaos_run(chaos *c);
+
+/* chaos_plan.c: draw c->plan from c->seed and the options. */
+void sr__chaos_plan_make(chaos *c);
+
+/* chaos_report.c: write c->out/timeline.svg. */
+void sr__chaos_report_svg(chaos *c);
+
+/* chaos_report.c: write c->out/report.json; 0 on success. */
+int sr__chaos_report_write(chaos *c, const sr_chaos_check *checks, int nchecks, int passed,
+                           int64_t gstep);
+
+#endif

@@ -1,0 +1,199 @@
+/*
+ * What a chaos run leaves behind: DIR/timeline.svg, the global step over
+ * time with every fault marked (sr__chaos_report_svg), and DIR/report.json,
+ * the checks with the run's counts (sr__chaos_report_write).  docs/chaos.md.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "chaos/chaos.h"
+#include "chaos/chaos_model.h"
+#include "cli/cli.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "tools/coord_argv.h"
+#include "tools/proc.h"
+#include "tools/status_client.h"
+#include "wire/wire.h"
+
+#include "chaos/chaos_int.h"
+
+const char *const        sr__chaos_role_name[3] = {"coordinator", "chief", "worker"};
+static const char *const role_color[3] = {"#d62728", "#1f77b4", "#ff7f0e"};
+
+/* ---- report ------------------------------------------------------------- */
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void
+sr__chaos_report_svg(chaos *c)
+{
+    char    path[PATH_MAX + 32];
+    FILE   *f;
+    double  W = 900, H = 420, L = 70, B = 50, T = 40, Rm = 150;
+    double  tmax = c->duration > 0 ? c->duration : 1;
+    int64_t smax = 1;
+
+    for (int i = 0; i < c->nsamples; i++) {
+        if (c->samples[i].step > smax) {
+            smax = c->samples[i].step;
+        }
+    }
+    snprintf(path, sizeof(path), "%s/timeline.svg", c->out);
+    if ((f = fopen(path, "w")) == NULL) {
+        return;
+    }
+    double pw = W - L - Rm, ph = H - T - B;
+#define X(t) (L + (t) / tmax * pw)
+#define Y(s) (T + ph - (double)(s) / (double)smax * ph)
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f,
+            "<text x=\"%.0f\" y=\"22\" font-size=\"15\">syncrep chaos: seed %" PRIu64
+            ", %d kills, %d restarts, global step %" PRId64 "</text>\n",
+            L, c->seed, c->kills[0] + c->kills[1] + c->kills[2],
+            c->restarts[0] + c->restarts[1] + c->restarts[2], c->gstep);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", L,
+            T + ph, L + pw, T + ph);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", L, T,
+            L, T + ph);
+    for (int k = 0; k <= 5; k++) {
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0fs</text>\n",
+                X(tmax * k / 5), T + ph + 18, tmax * k / 5);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%" PRId64 "</text>\n", L - 6,
+                Y(smax * k / 5) + 4, smax * k / 5);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time</text>\n", L + pw / 2,
+            H - 10);
+    fprintf(f,
+            "<text x=\"16\" y=\"%.1f\" transform=\"rotate(-90 16 %.1f)\" "
+            "text-anchor=\"middle\">global step</text>\n",
+            T + ph / 2, T + ph / 2);
+    for (int i = 0; i < c->nev; i++) {
+        const event *e = &c->ev[i];
+        int          restart = strcmp(e->what, "restart") == 0 || strcmp(e->what, "cont") == 0;
+        if (strcmp(e->what, "kill") && strcmp(e->what, "stop") && !restart) {
+            continue;
+        }
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"%s\" %s opacity=\"0.8\"><title>%.2fs %s %s %d</title></line>\n",
+                X(e->t), T, X(e->t), T + ph, role_color[e->role], restart ? "1" : "2",
+                restart ? "stroke-dasharray=\"4 3\"" : "", e->t, sr__chaos_role_name[e->role],
+                e->what, e->task);
+    }
+    fprintf(f, "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" points=\"");
+    for (int i = 0; i < c->nsamples; i++) {
+        fprintf(f, "%.1f,%.1f ", X(c->samples[i].t), Y(c->samples[i].step));
+    }
+    fprintf(f, "\"/>\n");
+    for (int r = 0; r < 3; r++) {
+        double y = T + 10 + r * 36;
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"2\"/>\n",
+                L + pw + 14, y, L + pw + 34, y, role_color[r]);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s kill</text>\n", L + pw + 40, y + 4,
+                sr__chaos_role_name[r]);
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-dasharray=\"4 3\"/>\n",
+                L + pw + 14, y + 16, L + pw + 34, y + 16, role_color[r]);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s restart</text>\n", L + pw + 40, y + 20,
+                sr__chaos_role_name[r]);
+    }
+    fprintf(f, "</svg>\n");
+#undef X
+#undef Y
+    fclose(f);
+}
+
+int
+sr__chaos_report_write(chaos *c, const sr_chaos_check *checks, int nchecks, int passed,
+                       int64_t gstep)
+{
+    sr_strbuf   b;
+    const char *text;
+    char        path[PATH_MAX + 32];
+    double      p50 = 0, mx = 0;
+    FILE       *f;
+
+    if (c->nrecovery > 0) {
+        qsort(c->recovery, (size_t)c->nrecovery, sizeof(double), cmp_double);
+        p50 = c->recovery[(c->nrecovery - 1) / 2];
+        mx = c->recovery[c->nrecovery - 1];
+    }
+    sr_strbuf_init(&b);
+    sr_strbuf_printf(&b,
+                     "{\n  \"passed\": %s,\n  \"seed\": %" PRIu64 ",\n  \"global_step\": %" PRId64
+                     ",\n  \"config\": {\"workers\": %d, \"replicas_to_aggregate\": %d, "
+                     "\"total_replicas\": %d, \"duration_s\": %.1f, \"kill_every_s\": %.2f, "
+                     "\"checkpoint_every_steps\": %d, \"optimizer\": \"%s\", \"commit\": \"%s\", "
+                     "\"partition_bytes\": %" PRId64 ", \"targets\": [",
+                     passed ? "true" : "false", c->seed, gstep, c->workers, c->R, c->M, c->duration,
+                     c->kill_every, c->checkpoint_every, sr__optim_name(c->optim.kind),
+                     c->commit_async ? "async" : "sync", c->partition_bytes);
+    int first = 1;
+    for (int i = 0; i < 3; i++) {
+        if (c->targets[i]) {
+            sr_strbuf_printf(&b, "%s\"%s\"", first ? "" : ", ", sr__chaos_role_name[i]);
+            first = 0;
+        }
+    }
+    sr_strbuf_printf(&b, "], \"resize\": [");
+    for (int i = 0; i < c->nresize; i++) {
+        sr_strbuf_printf(&b, "%s%d", i ? ", " : "", c->resize[i]);
+    }
+    sr_strbuf_printf(&b,
+                     "]},\n  \"kills\": {\"coordinator\": %d, \"chief\": %d, \"worker\": %d},\n"
+                     "  \"stops\": %d,\n  \"restarts\": {\"coordinator\": %d, \"chief\": %d, "
+                     "\"worker\": %d, \"total\": %d},\n  \"resizes\": %d,\n  \"resumes\": %d,\n"
+                     "  \"recovery_seconds\": {\"count\": %d, \"p50\": %.3f, \"max\": %.3f},\n"
+                     "  \"invariants\": [\n",
+                     c->kills[0], c->kills[1], c->kills[2], c->stops, c->restarts[0],
+                     c->restarts[1], c->restarts[2],
+                     c->restarts[0] + c->restarts[1] + c->restarts[2], c->resizes, c->resumes,
+                     c->nrecovery, p50, mx);
+    for (int i = 0; i < nchecks; i++) {
+        sr_strbuf_printf(&b, "    {\"name\": ");
+        sr_strbuf_json_str(&b, checks[i].name);
+        sr_strbuf_printf(&b, ", \"passed\": %s, \"detail\": ", checks[i].passed ? "true" : "false");
+        sr_strbuf_json_str(&b, checks[i].detail);
+        sr_strbuf_printf(&b, "}%s\n", i + 1 < nchecks ? "," : "");
+    }
+    sr_strbuf_printf(&b, "  ],\n  \"events\": [");
+    for (int i = 0; i < c->nev; i++) {
+        sr_strbuf_printf(
+            &b, "%s\n    {\"t\": %.3f, \"role\": \"%s\", \"task\": %d, \"what\": ", i ? "," : "",
+            c->ev[i].t, sr__chaos_role_name[c->ev[i].role], c->ev[i].task);
+        sr_strbuf_json_str(&b, c->ev[i].what);
+        sr_strbuf_printf(&b, "}");
+    }
+    sr_strbuf_printf(&b, "\n  ]\n}\n");
+    snprintf(path, sizeof(path), "%s/report.json", c->out);
+    if (sr_strbuf_result(&b, &text) != SR_OK || (f = fopen(path, "w")) == NULL) {
+        sr_strbuf_free(&b);
+        return -1;
+    }
+    fputs(text, f);
+    fclose(f);
+    sr_strbuf_free(&b);
+    return 0;
+}

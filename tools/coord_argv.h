@@ -1,0 +1,35 @@
+/*
+ * The command line of a coordinator started by a program (the chaos
+ * harness, bench/perf, the tests): `SYNCREP coordinator --store S --bind E`
+ * and the options each adds, in order, every text copied into the builder
+ * so nothing it points to has to outlive the call that added it.
+ */
+#ifndef SR_TOOLS_COORD_ARGV_H
+#define SR_TOOLS_COORD_ARGV_H
+
+#include <stddef.h>
+
+#define SR_COORD_ARGV_MAX  96   /* arguments, argv[0] included */
+#define SR_COORD_ARGV_TEXT 8192 /* bytes of their text together */
+
+typedef struct {
+    char  *argv[SR_COORD_ARGV_MAX + 1]; /* NULL-terminated */
+    char   text[SR_COORD_ARGV_TEXT];
+    size_t used;     /* bytes of text taken */
+    int    n;        /* arguments so far */
+    int    overflow; /* something did not fit: sr_coord_argv_get returns NULL */
+} sr_coord_argv;
+
+/* Start `syncrep coordinator --store store --bind endpoint`, syncrep being
+ * the path of the command to exec. */
+void sr_coord_argv_init(sr_coord_argv *a, const char *syncrep, const char *store,
+                        const char *endpoint);
+/* Append one argument as it is. */
+void sr_coord_argv_add(sr_coord_argv *a, const char *arg);
+/* Append the option `opt` and its value, formatted. */
+void sr_coord_argv_opt(sr_coord_argv *a, const char *opt, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The NULL-terminated argv (borrowed from a), or NULL if it overflowed. */
+char *const *sr_coord_argv_get(sr_coord_argv *a);
+
+#endif
