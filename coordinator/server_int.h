@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "store/store.h"
+#include "syncrep/syncrep.h" /* SR_DECLARE_NOT_TRAINABLE: a DECLARE's flag on the wire */
 #include "wire/wire.h"
 
 #define MAX_PARTS        32   /* routing id + header + at most 3 body frames; chains */

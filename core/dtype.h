@@ -7,10 +7,6 @@
 
 #include "core/error.h"
 #include "syncrep/dtype.h"
-/* TODO(#21): coordinator/server.c takes SR_DECLARE_NOT_TRAINABLE from the
- * client API through this include; once it includes syncrep/syncrep.h
- * itself, core/ no longer needs the client API header: drop this line. */
-#include "syncrep/syncrep.h"
 
 /* Largest ndim syncrep accepts anywhere (wire, store, API). */
 #define SR_MAX_NDIM 8
