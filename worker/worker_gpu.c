@@ -12,7 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "syncrep/gpu.h"
+#include "syncrep/worker_gpu.h"
 
 /* Check one variable against the staging buffer; *bytes gets its size. */
 static sr_err

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "syncrep/gpu.h"
+#include "syncrep/worker_gpu.h"
 #include "syncrep/syncrep.h"
 
 #define G 3
