@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "syncrep/worker_gpu.h"
 #include "syncrep/syncrep.h"
+#include "syncrep/worker_gpu.h"
 
 #define G 3
 #define N 5
