@@ -23,10 +23,10 @@
 
 #include "chaos/chaos.h"
 #include "chaos/chaos_model.h"
-#include "cli/cli.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "tools/args.h"
 #include "tools/coord_argv.h"
 #include "tools/proc.h"
 #include "tools/status_client.h"
@@ -107,40 +107,40 @@ parse_args(chaos *c, int argc, char **argv)
             continue;
         }
         if (i + 1 >= argc) {
-            return sr__cli_usage_error("chaos", "%s needs a value", a);
+            return sr_args_usage_error("chaos", "%s needs a value", a);
         }
         const char *val = argv[++i];
         int         bad = 0;
         if (strcmp(a, "--workers") == 0) {
-            bad = sr__cli_parse_i64(val, 1, MAX_WORKERS, &v);
+            bad = sr_args_parse_i64(val, 1, MAX_WORKERS, &v);
             c->workers = (int)v;
         } else if (strcmp(a, "--replicas-to-aggregate") == 0) {
-            bad = sr__cli_parse_i64(val, 1, MAX_WORKERS * 4, &v);
+            bad = sr_args_parse_i64(val, 1, MAX_WORKERS * 4, &v);
             c->R = (int)v;
         } else if (strcmp(a, "--total-replicas") == 0) {
-            bad = sr__cli_parse_i64(val, 1, MAX_WORKERS * 4, &v);
+            bad = sr_args_parse_i64(val, 1, MAX_WORKERS * 4, &v);
             c->M = (int)v;
         } else if (strcmp(a, "--duration") == 0) {
-            bad = sr__cli_parse_f64(val, &d) || d <= 0;
+            bad = sr_args_parse_f64(val, &d) || d <= 0;
             c->duration = d;
         } else if (strcmp(a, "--seed") == 0) {
-            bad = sr__cli_parse_i64(val, 0, INT64_MAX, &v);
+            bad = sr_args_parse_i64(val, 0, INT64_MAX, &v);
             c->seed = (uint64_t)v;
             have_seed = 1;
         } else if (strcmp(a, "--kill-every") == 0) {
-            bad = sr__cli_parse_f64(val, &d) || d < 0;
+            bad = sr_args_parse_f64(val, &d) || d < 0;
             c->kill_every = d;
         } else if (strcmp(a, "--checkpoint-every-steps") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 1000000, &v);
+            bad = sr_args_parse_i64(val, 1, 1000000, &v);
             c->checkpoint_every = (int)v;
         } else if (strcmp(a, "--commit") == 0) {
             bad = strcmp(val, "sync") != 0 && strcmp(val, "async") != 0;
             c->commit_async = strcmp(val, "async") == 0;
         } else if (strcmp(a, "--partition-bytes") == 0) {
-            bad = sr__cli_parse_i64(val, 0, 1LL << 40, &v);
+            bad = sr_args_parse_i64(val, 0, 1LL << 40, &v);
             c->partition_bytes = v;
         } else if (strcmp(a, "--wal-limit-kib") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 1LL << 30, &v);
+            bad = sr_args_parse_i64(val, 1, 1LL << 30, &v);
             c->wal_limit_kib = v;
         } else if (strcmp(a, "--optimizer") == 0) {
             bad = sr__optim_parse(val, &c->optim.kind) != SR_OK;
@@ -159,26 +159,26 @@ parse_args(chaos *c, int argc, char **argv)
                 for (k = 0; k < 3 && strcmp(tok, sr__chaos_role_name[k]) != 0; k++) {
                 }
                 if (k == 3) {
-                    return sr__cli_usage_error("chaos", "unknown target '%s'", tok);
+                    return sr_args_usage_error("chaos", "unknown target '%s'", tok);
                 }
                 c->targets[k] = 1;
             }
         } else {
-            return sr__cli_usage_error("chaos", "unknown option '%s'", a);
+            return sr_args_usage_error("chaos", "unknown option '%s'", a);
         }
         if (bad) {
-            return sr__cli_usage_error("chaos", "bad value '%s' for %s", val, a);
+            return sr_args_usage_error("chaos", "bad value '%s' for %s", val, a);
         }
     }
     if (c->workers < 1 || c->R < 1 || c->duration <= 0 || !have_seed) {
-        return sr__cli_usage_error("chaos", "--workers, --replicas-to-aggregate, --duration "
+        return sr_args_usage_error("chaos", "--workers, --replicas-to-aggregate, --duration "
                                             "and --seed are required");
     }
     if (c->M == 0) {
         c->M = c->workers;
     }
     if (c->M < c->R) {
-        return sr__cli_usage_error("chaos",
+        return sr_args_usage_error("chaos",
                                    "--total-replicas %d < R %d: the harness runs one "
                                    "batch per worker per step",
                                    c->M, c->R);
@@ -316,15 +316,15 @@ sr__chaos_worker_cli(int argc, char **argv)
         if (strcmp(argv[i], "--connect") == 0) {
             endpoint = argv[i + 1];
         } else if (strcmp(argv[i], "--task-index") == 0) {
-            sr__cli_parse_i64(argv[i + 1], 0, MAX_WORKERS, &task);
+            sr_args_parse_i64(argv[i + 1], 0, MAX_WORKERS, &task);
         } else if (strcmp(argv[i], "--seed") == 0) {
-            sr__cli_parse_i64(argv[i + 1], 0, INT64_MAX, &seed);
+            sr_args_parse_i64(argv[i + 1], 0, INT64_MAX, &seed);
         } else if (strcmp(argv[i], "--timeout-ms") == 0) {
-            sr__cli_parse_i64(argv[i + 1], 1, 3600000, &timeout);
+            sr_args_parse_i64(argv[i + 1], 1, 3600000, &timeout);
         }
     }
     if (endpoint == NULL || task < 0 || seed < 0) {
-        return sr__cli_usage_error("chaos-worker", "--connect, --task-index and --seed are "
+        return sr_args_usage_error("chaos-worker", "--connect, --task-index and --seed are "
                                                    "required");
     }
     return sr__chaos_worker_main(endpoint, (int)task, (uint64_t)seed, (int)timeout);

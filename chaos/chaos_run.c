@@ -19,7 +19,6 @@
 
 #include "chaos/chaos.h"
 #include "chaos/chaos_model.h"
-#include "cli/cli.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strbuf.h"

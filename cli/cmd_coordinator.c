@@ -90,7 +90,7 @@ static int
 need(int i, int argc, char **argv)
 {
     if (i + 1 >= argc) {
-        sr__cli_usage_error("coordinator", "%s needs a value", argv[i]);
+        sr_args_usage_error("coordinator", "%s needs a value", argv[i]);
         return 0;
     }
     return 1;
@@ -133,56 +133,56 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--bind") == 0) {
             o.bind = val;
         } else if (strcmp(a, "--replicas-to-aggregate") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.R = (int)v;
         } else if (strcmp(a, "--total-replicas") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.N = (int)v;
         } else if (strcmp(a, "--max-tasks") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.max_tasks = (int)v;
         } else if (strcmp(a, "--max-clients") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.max_clients = (int)v;
         } else if (strcmp(a, "--init-tokens") == 0) {
-            bad = sr__cli_parse_i64(val, 0, 1 << 20, &v);
+            bad = sr_args_parse_i64(val, 0, 1 << 20, &v);
             o.init_tokens = (int)v;
         } else if (strcmp(a, "--optimizer") == 0) {
             bad = sr__optim_parse(val, &o.optim.kind) != SR_OK;
         } else if (strcmp(a, "--learning-rate") == 0) {
-            bad = sr__cli_parse_f64(val, &o.optim.lr) || !(o.optim.lr > 0);
+            bad = sr_args_parse_f64(val, &o.optim.lr) || !(o.optim.lr > 0);
             have_lr = 1;
         } else if (strcmp(a, "--momentum") == 0) {
-            bad = sr__cli_parse_f64(val, &o.optim.momentum) || o.optim.momentum < 0;
+            bad = sr_args_parse_f64(val, &o.optim.momentum) || o.optim.momentum < 0;
         } else if (strcmp(a, "--beta1") == 0) {
-            bad = sr__cli_parse_f64(val, &o.optim.beta1) ||
+            bad = sr_args_parse_f64(val, &o.optim.beta1) ||
                   !(o.optim.beta1 >= 0 && o.optim.beta1 < 1);
         } else if (strcmp(a, "--beta2") == 0) {
-            bad = sr__cli_parse_f64(val, &o.optim.beta2) ||
+            bad = sr_args_parse_f64(val, &o.optim.beta2) ||
                   !(o.optim.beta2 >= 0 && o.optim.beta2 < 1);
         } else if (strcmp(a, "--epsilon") == 0) {
-            bad = sr__cli_parse_f64(val, &o.optim.epsilon) || !(o.optim.epsilon > 0);
+            bad = sr_args_parse_f64(val, &o.optim.epsilon) || !(o.optim.epsilon > 0);
         } else if (strcmp(a, "--ema-decay") == 0) {
-            bad = sr__cli_parse_f64(val, &o.optim.ema_decay) ||
+            bad = sr_args_parse_f64(val, &o.optim.ema_decay) ||
                   !(o.optim.ema_decay >= 0 && o.optim.ema_decay < 1);
             o.optim.ema = 1;
         } else if (strcmp(a, "--checkpoint-every-steps") == 0) {
-            bad = sr__cli_parse_i64(val, 0, 1LL << 40, &v);
+            bad = sr_args_parse_i64(val, 0, 1LL << 40, &v);
             o.checkpoint_every = (int)v;
         } else if (strcmp(a, "--store-page-kib") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 64, &v) || (v & (v - 1)) != 0;
+            bad = sr_args_parse_i64(val, 1, 64, &v) || (v & (v - 1)) != 0;
             o.store_page_size = (int)v * 1024;
         } else if (strcmp(a, "--wal-limit-kib") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 1LL << 30, &v);
+            bad = sr_args_parse_i64(val, 1, 1LL << 30, &v);
             o.wal_limit_bytes = v << 10;
         } else if (strcmp(a, "--wal-checkpoint") == 0) {
             bad = strcmp(val, "thread") != 0 && strcmp(val, "inline") != 0;
             o.wal_checkpoint = strcmp(val, "inline") == 0 ? SR_WAL_CKPT_INLINE : SR_WAL_CKPT_THREAD;
         } else if (strcmp(a, "--keep-checkpoints") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.keep_checkpoints = (int)v;
         } else if (strcmp(a, "--resume-from-step") == 0) {
-            bad = sr__cli_parse_i64(val, 0, INT64_MAX, &v);
+            bad = sr_args_parse_i64(val, 0, INT64_MAX, &v);
             o.resume_from_step = v;
         } else if (strcmp(a, "--sync") == 0) {
             bad = strcmp(val, "full") != 0 && strcmp(val, "normal") != 0;
@@ -202,22 +202,22 @@ sr__cli_coordinator(int argc, char **argv)
             bad = strcmp(val, "sync") != 0 && strcmp(val, "async") != 0;
             o.commit_async = strcmp(val, "async") == 0;
         } else if (strcmp(a, "--commit-interval-ms") == 0) {
-            bad = sr__cli_parse_i64(val, 0, 3600000, &v);
+            bad = sr_args_parse_i64(val, 0, 3600000, &v);
             o.commit_interval_ms = (int)v;
         } else if (strcmp(a, "--piggyback-max-kib") == 0) {
-            bad = sr__cli_parse_i64(val, 0, 1 << 30, &v);
+            bad = sr_args_parse_i64(val, 0, 1 << 30, &v);
             o.piggyback_max_bytes = (uint64_t)v << 10;
         } else if (strcmp(a, "--partition-kib") == 0) {
-            bad = sr__cli_parse_i64(val, 0, 1 << 30, &v);
+            bad = sr_args_parse_i64(val, 0, 1 << 30, &v);
             o.partition_bytes = (uint64_t)v << 10;
         } else if (strcmp(a, "--partition-bytes") == 0) {
-            bad = sr__cli_parse_i64(val, 0, 1LL << 40, &v);
+            bad = sr_args_parse_i64(val, 0, 1LL << 40, &v);
             o.partition_bytes = (uint64_t)v;
         } else if (strcmp(a, "--max-message-mib") == 0) {
-            bad = sr__cli_parse_i64(val, 1, 1 << 20, &v);
+            bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.max_message_bytes = (uint64_t)v << 20;
         } else if (strcmp(a, "--grace-ms") == 0) {
-            bad = sr__cli_parse_i64(val, 0, 3600000, &v);
+            bad = sr_args_parse_i64(val, 0, 3600000, &v);
             o.grace_ms = (int)v;
         } else if (strcmp(a, "--log-level") == 0) {
             int lvl;
@@ -226,31 +226,31 @@ sr__cli_coordinator(int argc, char **argv)
                 sr_log_set_level(lvl);
             }
         } else {
-            return sr__cli_usage_error("coordinator", "unknown option '%s'", a);
+            return sr_args_usage_error("coordinator", "unknown option '%s'", a);
         }
         if (bad) {
-            return sr__cli_usage_error("coordinator", "bad value '%s' for %s", val, a);
+            return sr_args_usage_error("coordinator", "bad value '%s' for %s", val, a);
         }
     }
     if (o.store_path == NULL) {
-        return sr__cli_usage_error("coordinator", "--store is required");
+        return sr_args_usage_error("coordinator", "--store is required");
     }
     if (o.R < 1) {
-        return sr__cli_usage_error("coordinator", "--replicas-to-aggregate is required");
+        return sr_args_usage_error("coordinator", "--replicas-to-aggregate is required");
     }
     if (!have_lr) {
-        return sr__cli_usage_error("coordinator", "--learning-rate is required");
+        return sr_args_usage_error("coordinator", "--learning-rate is required");
     }
     if (o.N < 0) {
         o.N = o.R;
     }
     if ((o.curve_secret_key_file == NULL) != (o.authorized_keys == NULL)) {
-        return sr__cli_usage_error("coordinator", "--curve-secret-key-file and --authorized-keys "
+        return sr_args_usage_error("coordinator", "--curve-secret-key-file and --authorized-keys "
                                                   "go together");
     }
     int k = o.init_tokens >= 0 ? o.init_tokens : o.R;
     if (k < o.R - o.N) {
-        return sr__cli_usage_error("coordinator",
+        return sr_args_usage_error("coordinator",
                                    "--init-tokens %d is too few to finish the first step "
                                    "(need at least R - N = %d)",
                                    k, o.R - o.N);

@@ -64,7 +64,7 @@ sr__cli_keygen(int argc, char **argv)
         return 0;
     }
     if (argc != 2 || argv[1][0] == '\0' || argv[1][0] == '-') {
-        return sr__cli_usage_error("keygen", "expected one OUT_PREFIX");
+        return sr_args_usage_error("keygen", "expected one OUT_PREFIX");
     }
     if (!zmq_has("curve") || zmq_curve_keypair(pub, sec) != 0) {
         fprintf(stderr, "syncrep keygen: this libzmq has no CURVE support\n");

@@ -95,11 +95,11 @@ sr__cli_status(int argc, char **argv)
         } else if (strcmp(argv[i], "--connect") == 0 && i + 1 < argc) {
             endpoint = argv[++i];
         } else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
-            if (sr__cli_parse_i64(argv[++i], 1, 3600000, &timeout_ms) != 0) {
-                return sr__cli_usage_error("status", "bad --timeout-ms '%s'", argv[i]);
+            if (sr_args_parse_i64(argv[++i], 1, 3600000, &timeout_ms) != 0) {
+                return sr_args_usage_error("status", "bad --timeout-ms '%s'", argv[i]);
             }
         } else {
-            return sr__cli_usage_error("status", "unknown or incomplete option '%s'", argv[i]);
+            return sr_args_usage_error("status", "unknown or incomplete option '%s'", argv[i]);
         }
     }
     if (sr_status_client_open(&sc, endpoint) != SR_OK) {

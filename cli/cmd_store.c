@@ -355,15 +355,15 @@ cmd_inspect(int argc, char **argv)
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return sr__cli_usage_error("store inspect", "unknown option '%s'", argv[i]);
+            return sr_args_usage_error("store inspect", "unknown option '%s'", argv[i]);
         } else if (path == NULL) {
             path = argv[i];
         } else {
-            return sr__cli_usage_error("store inspect", "unexpected argument '%s'", argv[i]);
+            return sr_args_usage_error("store inspect", "unexpected argument '%s'", argv[i]);
         }
     }
     if (path == NULL) {
-        return sr__cli_usage_error("store inspect", "missing PATH");
+        return sr_args_usage_error("store inspect", "missing PATH");
     }
     memset(&in, 0, sizeof(in));
     if ((rc = open_ro(path, 1, &st)) != SR_OK) {
@@ -425,15 +425,15 @@ cmd_verify(int argc, char **argv)
             fputs(verify_usage, stdout);
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return sr__cli_usage_error("store verify", "unknown option '%s'", argv[i]);
+            return sr_args_usage_error("store verify", "unknown option '%s'", argv[i]);
         } else if (path == NULL) {
             path = argv[i];
         } else {
-            return sr__cli_usage_error("store verify", "unexpected argument '%s'", argv[i]);
+            return sr_args_usage_error("store verify", "unexpected argument '%s'", argv[i]);
         }
     }
     if (path == NULL) {
-        return sr__cli_usage_error("store verify", "missing PATH");
+        return sr_args_usage_error("store verify", "missing PATH");
     }
     /* integrity_check is a superset of the quick_check open would run. */
     if ((rc = open_ro(path, 1, &st)) != SR_OK) {
@@ -466,22 +466,22 @@ cmd_export(int argc, char **argv)
             fputs(export_usage, stdout);
             return 0;
         } else if (strcmp(argv[i], "--step") == 0) {
-            if (i + 1 >= argc || sr__cli_parse_i64(argv[i + 1], 0, INT64_MAX, &step) != 0) {
-                return sr__cli_usage_error("store export", "--step needs a step number >= 0");
+            if (i + 1 >= argc || sr_args_parse_i64(argv[i + 1], 0, INT64_MAX, &step) != 0) {
+                return sr_args_usage_error("store export", "--step needs a step number >= 0");
             }
             i++;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return sr__cli_usage_error("store export", "unknown option '%s'", argv[i]);
+            return sr_args_usage_error("store export", "unknown option '%s'", argv[i]);
         } else if (path == NULL) {
             path = argv[i];
         } else if (out == NULL) {
             out = argv[i];
         } else {
-            return sr__cli_usage_error("store export", "unexpected argument '%s'", argv[i]);
+            return sr_args_usage_error("store export", "unexpected argument '%s'", argv[i]);
         }
     }
     if (path == NULL || out == NULL) {
-        return sr__cli_usage_error("store export", "needs PATH and OUT");
+        return sr_args_usage_error("store export", "needs PATH and OUT");
     }
     if ((rc = open_ro(path, 0, &st)) != SR_OK) {
         return failed("export", rc);
@@ -503,7 +503,7 @@ int
 sr__cli_store(int argc, char **argv)
 {
     if (argc < 2) {
-        return sr__cli_usage_error("store", "missing subcommand (inspect|verify|export)");
+        return sr_args_usage_error("store", "missing subcommand (inspect|verify|export)");
     }
     if (wants_help(argv[1]) || strcmp(argv[1], "help") == 0) {
         fputs(usage_text, stdout);
@@ -518,5 +518,5 @@ sr__cli_store(int argc, char **argv)
     if (strcmp(argv[1], "export") == 0) {
         return cmd_export(argc - 1, argv + 1);
     }
-    return sr__cli_usage_error("store", "unknown subcommand '%s'", argv[1]);
+    return sr_args_usage_error("store", "unknown subcommand '%s'", argv[1]);
 }
