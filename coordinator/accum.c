@@ -80,10 +80,12 @@ ensure_sum(sr_accum *a)
 static void sum_kept(sr_accum *a);
 
 static void
-record(sr_accum *a, int64_t local_step, int32_t task)
+record(sr_accum *a, int64_t local_step, int32_t task, int absent)
 {
     a->contrib[a->count].task_index = task;
+    a->contrib[a->count].absent = absent;
     a->contrib[a->count].local_step = local_step;
+    a->nabsent += absent;
     a->count++;
     if (a->count == a->R) {
         /* The take: later pushes for this step are stale from now on. */
@@ -206,13 +208,13 @@ sr__accum_push_dense(sr_accum *a, const void *grad, int64_t local_step, int32_t 
             memcpy(a->kept[a->count].data, grad, bytes);
         }
         a->kept[a->count].n = 0;
-    } else if (a->count == 0) {
+    } else if (a->count == a->nabsent) { /* the first present gradient */
         memcpy(a->sum, grad, bytes);
     } else {
         add_values(a->dtype, a->sum, grad, a->elems);
     }
     a->mode = SR_ACC_DENSE;
-    record(a, local_step, task);
+    record(a, local_step, task, 0);
     *outcome = SR_ACC_ACCEPTED;
     return SR_OK;
 }
@@ -335,7 +337,7 @@ sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_
         sparse_add(a, idx, rows, n);
     }
     a->mode = SR_ACC_SPARSE;
-    record(a, local_step, task);
+    record(a, local_step, task, 0);
     *outcome = SR_ACC_ACCEPTED;
     return SR_OK;
 }
@@ -359,21 +361,54 @@ sum_kept(sr_accum *a)
     sr_contrib_key *keys = a->keys;
 
     for (int i = 0; i < a->R; i++) {
-        keys[i] = (sr_contrib_key){a->contrib[i].local_step, a->contrib[i].task_index, i};
+        keys[i] = (sr_contrib_key){a->contrib[i].local_step, a->contrib[i].task_index, i,
+                                   a->contrib[i].absent};
     }
     qsort(keys, (size_t)a->R, sizeof(*keys), cmp_key);
-    for (int i = 0; i < a->R; i++) {
+    for (int i = 0, present = 0; i < a->R; i++) {
         const sr_kept *k = &a->kept[keys[i].pos];
-        if (a->mode == SR_ACC_SPARSE) {
+        int            absent = keys[i].absent;
+        if (absent || a->mode == SR_ACC_NONE) {
+            /* nothing to add */
+        } else if (a->mode == SR_ACC_SPARSE) {
             sparse_add(a, k->idx, k->data, k->n);
-        } else if (i == 0) {
+        } else if (present == 0) {
             memcpy(a->sum, k->data, (size_t)a->elems * sr_dtype_size(a->dtype));
         } else {
             add_values(a->dtype, a->sum, k->data, a->elems);
         }
+        present += !absent;
         a->contrib[i].task_index = keys[i].task_index;
+        a->contrib[i].absent = absent;
         a->contrib[i].local_step = keys[i].local_step;
     }
+}
+
+sr_err
+sr__accum_push_absent(sr_accum *a, int64_t local_step, int32_t task, sr_accum_outcome *outcome)
+{
+    sr_err rc;
+
+    if (is_stale(a, local_step)) {
+        *outcome = SR_ACC_STALE;
+        return SR_OK;
+    }
+    if (over_share(a, task)) {
+        *outcome = SR_ACC_OVER_SHARE;
+        return SR_OK;
+    }
+    if (a->deterministic && (rc = kept_reserve(a, 0, 0)) != SR_OK) {
+        return rc;
+    }
+    record(a, local_step, task, 1);
+    *outcome = SR_ACC_ACCEPTED;
+    return SR_OK;
+}
+
+int
+sr__accum_divisor(const sr_accum *a)
+{
+    return a->count - a->nabsent;
 }
 
 int
@@ -419,5 +454,6 @@ sr__accum_reset(sr_accum *a)
     }
     a->mode = SR_ACC_NONE;
     a->count = 0;
+    a->nabsent = 0;
     a->taken = 0;
 }

@@ -42,6 +42,7 @@ enum { SR_SPARSE_MEAN_PER_ROW = 0, SR_SPARSE_MEAN_PER_REPLICA = 1 };
  * with sr__accum_set_rules' deterministic sum). */
 typedef struct {
     int32_t task_index;
+    int32_t absent; /* a refused (non-finite) gradient: its task's place, no values */
     int64_t local_step;
 } sr_contrib;
 
@@ -61,6 +62,7 @@ typedef struct {
     int64_t local_step;
     int32_t task_index;
     int32_t pos; /* arrival */
+    int32_t absent;
 } sr_contrib_key;
 
 typedef struct sr_accum {
@@ -71,6 +73,7 @@ typedef struct sr_accum {
     int         R;         /* gradients to take */
     int64_t     step;      /* accepting gradients computed at this step */
     int         count;     /* accepted this step */
+    int         nabsent;   /* of them absent (sr__accum_push_absent): not in the sums */
     int         taken;     /* TAKEN: waiting for the apply */
     int         mode;      /* SR_ACC_NONE until the first accepted push of a step */
     void       *sum;       /* elems values */
@@ -126,6 +129,19 @@ sr_err sr__accum_push_dense(sr_accum *a, const void *grad, int64_t local_step, i
  * a step that already receives dense gradients; nothing changes then. */
 sr_err sr__accum_push_sparse(sr_accum *a, const int64_t *idx, const void *rows, uint64_t n,
                              int64_t local_step, int32_t task, sr_accum_outcome *outcome);
+
+/* A gradient of task's for local_step that was refused (NaN or Inf): it
+ * takes the task's place in the step like an accepted one (same staleness
+ * and share rules, *outcome as for a push) but adds nothing, so a step
+ * never waits for a replacement that cannot come.  At the take the sum is
+ * of the present gradients and the divisor is R - nabsent
+ * (sr__accum_divisor); with every gradient absent the mode stays
+ * SR_ACC_NONE and the apply leaves the variable as it was. */
+sr_err sr__accum_push_absent(sr_accum *a, int64_t local_step, int32_t task,
+                             sr_accum_outcome *outcome);
+
+/* The dense divisor of a taken accumulator: its present gradients. */
+int sr__accum_divisor(const sr_accum *a);
 
 /* What a push (mode SR_ACC_DENSE or SR_ACC_SPARSE) computed at local_step
  * by task would do now: 1 be accepted, 0 not be counted (*over_share set

@@ -10,7 +10,8 @@
  *             var -= lr_t m / (sqrt(v) + eps),  lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)
  *   ema       shadow -= (1 - decay) (shadow - var)
  *
- * with g = sum / div (div = R, or the per-row count for sparse rows).
+ * with g = sum / div (div = R less the absent (non-finite) gradients, or the
+ * per-row count for sparse rows).
  */
 #include <math.h>
 #include <string.h>
@@ -181,15 +182,16 @@ sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void
     }
     if (a->mode == SR_ACC_DENSE && var == a->sum && src != NULL) {
         if (a->dtype == SR_FLOAT32) {
-            apply_into_sum_f32(o, t, a->sum, src, (double)a->R, s1, s2, a->elems);
+            apply_into_sum_f32(o, t, a->sum, src, (double)sr__accum_divisor(a), s1, s2, a->elems);
         } else {
-            apply_into_sum_f64(o, t, a->sum, src, (double)a->R, s1, s2, a->elems);
+            apply_into_sum_f64(o, t, a->sum, src, (double)sr__accum_divisor(a), s1, s2, a->elems);
         }
         mark_dirty(dirty, chunk_elems, elem_base, a->elems);
         return;
     }
     if (a->mode == SR_ACC_DENSE) {
-        apply_range(o, t, a->dtype, var, src, a->sum, (double)a->R, s1, s2, 0, a->elems);
+        apply_range(o, t, a->dtype, var, src, a->sum, (double)sr__accum_divisor(a), s1, s2, 0,
+                    a->elems);
         mark_dirty(dirty, chunk_elems, elem_base, a->elems);
         return;
     }
@@ -198,8 +200,8 @@ sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void
     }
     for (uint64_t i = 0; i < a->ntouched; i++) {
         uint64_t r = a->touched[i];
-        double   div =
-            o->sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)a->R : (double)a->row_count[r];
+        double   div = o->sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)sr__accum_divisor(a)
+                                                                    : (double)a->row_count[r];
         apply_range(o, t, a->dtype, var, NULL, a->sum, div, s1, s2, r * a->row_elems, a->row_elems);
         mark_dirty(dirty, chunk_elems, elem_base + r * a->row_elems, a->row_elems);
     }

@@ -241,7 +241,9 @@ typedef struct coord {
     int64_t              last_rate_ms, last_rate_step;
     int64_t              last_shared_check_ms;
     uint64_t             malformed;
-    uint64_t             refused; /* requests from clients outside the job (sr__coord_admit) */
+    uint64_t             refused;   /* requests from clients outside the job (sr__coord_admit) */
+    uint64_t             nonfinite; /* gradients refused for NaN or Inf */
+    int64_t              nonfinite_logged_step; /* COORD-NONFINITE logged for this step + 1 */
     int64_t              last_refused_log_ms;
     uint64_t             max_var_bytes; /* the largest variable's size */
     int64_t              max_msg;       /* ZMQ_MAXMSGSIZE, announced in HELLO replies */

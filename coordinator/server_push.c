@@ -91,6 +91,37 @@ finish_push(coord *c, req_ctx *r, int accepts, int took, int over)
     sr__coord_step_took(c, took);
 }
 
+/* A push whose gradient holds NaN or Inf (and --nonfinite reject): refused
+ * with SR_ENONFINITE, and its task's place in partitions [p0, p1) of the
+ * open step is taken by an absent gradient (sr__accum_push_absent), so the
+ * step goes on with the other replicas' average instead of waiting for a
+ * gradient that will not come (with R = N it waited forever).  Logged once
+ * a step; counted in STATUS (nonfinite, the worker's rejected). */
+static void
+refuse_nonfinite(coord *c, req_ctx *r, cvar *v, uint32_t p0, uint32_t p1, const char *name)
+{
+    sr_accum_outcome out;
+    int              took = 0;
+
+    r->cl->errors++;
+    r->cl->last_seq = r->h.seq;
+    c->nonfinite++;
+    for (uint32_t k = p0; k < p1; k++) {
+        if (sr__accum_push_absent(&v->acc[k], r->h.local_step, r->cl->task, &out) == SR_OK) {
+            took += v->acc[k].taken && out == SR_ACC_ACCEPTED;
+        }
+    }
+    if (c->nonfinite_logged_step != c->global_step + 1) {
+        c->nonfinite_logged_step = c->global_step + 1;
+        SR_LOG(SR_LOG_WARN, "COORD-NONFINITE",
+               "step=%" PRId64 " task=%d variable=\"%s\": gradient with NaN or Inf refused; "
+               "the step averages the other replicas' gradients (logged once a step)",
+               c->global_step, r->cl->task, SR_ESC(name));
+    }
+    REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", SR_ESC(name));
+    sr__coord_step_took(c, took);
+}
+
 /* Whether request r's push of `mode` may go to partitions [p0, p1) of v: 0
  * and *accepts = how many would take it (*over: some would not only
  * because r's task has given its share), or -1 (refused: some partition
@@ -170,8 +201,7 @@ sr__coord_handle_push(coord *c, req_ctx *r)
         return;
     }
     if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, grad, p.count / es)) {
-        r->cl->errors++;
-        REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", SR_ESC(p.name));
+        refuse_nonfinite(c, r, v, p0, p1, p.name);
         return;
     }
     int accepts = 0, took = 0, over = 0;
@@ -298,8 +328,7 @@ sr__coord_handle_push_sparse(coord *c, req_ctx *r)
         return;
     }
     if (!c->o->nonfinite_allow && sr__nonfinite(v->meta.dtype, rows, p.count * v->row_elems)) {
-        r->cl->errors++;
-        REPLY_ERR(r, SR_ENONFINITE, "push_sparse %s: gradient contains NaN or Inf", SR_ESC(p.name));
+        refuse_nonfinite(c, r, v, 0, v->nparts, p.name);
         return;
     }
     for (uint64_t i = 0; i < p.count; i++) {

@@ -24,18 +24,18 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
 {
     int64_t now = sr__coord_now_ms(c);
 
-    sr_strbuf_printf(b,
-                     "{\"incarnation\":%" PRIu64 ",\"global_step\":%" PRId64
-                     ",\"committed_step\":%" PRId64 ",\"restored_step\":%" PRId64
-                     ",\"model_ready\":%s,"
-                     "\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
-                     "\"steps_per_s\":%.3f,\"tokens_available\":%zu,\"malformed\":%" PRIu64
-                     ",\"refused\":%" PRIu64 ",\"clients\":%zu,\"deterministic_sum\":%s"
-                     ",\"accumulators\":[",
-                     c->incarnation, c->global_step, c->committed_step, c->restored_step,
-                     sr__coord_model_ready(c) ? "true" : "false", c->o->R, c->o->N,
-                     sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed,
-                     c->refused, c->nclients, c->o->deterministic_sum ? "true" : "false");
+    sr_strbuf_printf(
+        b,
+        "{\"incarnation\":%" PRIu64 ",\"global_step\":%" PRId64 ",\"committed_step\":%" PRId64
+        ",\"restored_step\":%" PRId64 ",\"model_ready\":%s,"
+        "\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
+        "\"steps_per_s\":%.3f,\"tokens_available\":%zu,\"malformed\":%" PRIu64
+        ",\"refused\":%" PRIu64 ",\"nonfinite\":%" PRIu64
+        ",\"clients\":%zu,\"deterministic_sum\":%s,\"accumulators\":[",
+        c->incarnation, c->global_step, c->committed_step, c->restored_step,
+        sr__coord_model_ready(c) ? "true" : "false", c->o->R, c->o->N,
+        sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed, c->refused,
+        c->nonfinite, c->nclients, c->o->deterministic_sum ? "true" : "false");
     int first = 1;
     for (size_t i = 0; i < c->nvars; i++) {
         cvar *v = &c->vars[i];

@@ -44,6 +44,9 @@ log_contribs(coord *c, const cvar *v, uint32_t p, int64_t step)
     }
     c->log = l;
     for (int i = 0; i < a->count; i++) {
+        if (a->contrib[i].absent) {
+            continue; /* a refused gradient: its task's place, nothing to replay */
+        }
         l = &c->log[c->nlog++];
         l->step = step;
         l->var_id = v->meta.id;

@@ -429,6 +429,64 @@ test_integrity_deterministic_runs_are_bit_identical(void **state)
     assert_memory_equal(&a, &b, sizeof(a));
 }
 
+typedef struct {
+    sr_client *c;
+    int        push_rc, step_rc;
+} nan_pusher;
+
+static void *
+push_nan(void *arg)
+{
+    nan_pusher  *p = arg;
+    const double nan_g = 0.0 / 0.0;
+    p->push_rc = sr_client_push(p->c, "x", &nan_g, sizeof(nan_g));
+    p->step_rc = sr_client_step(p->c);
+    return NULL;
+}
+
+/* R = N = 2 and worker 1's gradient holds a NaN (--nonfinite reject): it
+ * is refused, and the pusher learns it from the call that carries the
+ * answer (SR_ENONFINITE), but it takes its task's place in the step, so the
+ * step is taken with worker 0's gradient alone instead of waiting forever
+ * for one that cannot come (before: both workers blocked in
+ * sr_client_step, nothing logged).  Logged once, counted in STATUS. */
+static void
+test_integrity_nonfinite_gradient_never_stalls_the_step(void **state)
+{
+    sr_harness   h;
+    sr_client   *c[2];
+    pthread_t    t;
+    nan_pusher   p;
+    const double g = 2.0;
+    double       x;
+    (void)state;
+
+    sr_harness_init(&h, "nonfinite");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "1.0", "--init-tokens",
+                     "0", NULL);
+    open_workers(&h, c, 2);
+    p = (nan_pusher){c[1], 1, 1};
+    assert_int_equal(pthread_create(&t, NULL, push_nan, &p), 0);
+    assert_sr_ok(sr_client_push(c[0], "x", &g, sizeof(g)));
+    assert_sr_ok(sr_client_step(c[0]));
+    pthread_join(t, NULL);
+    assert_sr_ok(p.push_rc); /* pipelined: the answer comes with the step */
+    assert_int_equal(p.step_rc, SR_ENONFINITE);
+    assert_int_equal(sr_client_local_step(c[0]), 1);
+    assert_sr_ok(sr_client_pull(c[0], "x", &x, sizeof(x)));
+    assert_true(x == 0.0 - 1.0 * (2.0 / 1.0)); /* worker 0's gradient, averaged over 1 */
+    assert_int_equal(status_num(&h, "\"nonfinite\":"), 1);
+    assert_int_equal(sr_harness_log_count(&h, "COORD-NONFINITE step=0 task=1"), 1);
+    /* Worker 1's step call took its token too, and reported the refusal:
+     * it goes on at step 1 like the other. */
+    assert_int_equal(sr_client_local_step(c[1]), 1);
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -437,6 +495,7 @@ main(void)
         cmocka_unit_test(test_integrity_client_table_bounded_and_reclaimed),
         cmocka_unit_test(test_integrity_dead_worker_not_replaced_by_a_live_one),
         cmocka_unit_test(test_integrity_dead_backup_leaves_no_pile_of_tokens),
+        cmocka_unit_test(test_integrity_nonfinite_gradient_never_stalls_the_step),
         cmocka_unit_test(test_integrity_deterministic_sum_in_task_order),
         cmocka_unit_test(test_integrity_deterministic_runs_are_bit_identical),
     };
