@@ -80,6 +80,10 @@ static const char usage_text[] =
     "  --deterministic-sum           sum each step's gradients in task order, whatever\n"
     "                                order they arrive in: bit-reproducible runs (keeps\n"
     "                                up to R gradients per variable until the step)\n"
+    "  --max-steps S                 the job ends when the global step reaches S: the\n"
+    "                                last step is committed, workers' sr_client_step\n"
+    "                                returns SR_EDONE, the coordinator exits 0 once they\n"
+    "                                have left (at most 10 s later)\n"
     "  --max-tasks T                 task indexes 0..T-1 may join (default N; more lets\n"
     "                                spare workers wait beyond the N); others are refused\n"
     "  --max-clients C               worker clients admitted at once (default 64, or\n"
@@ -138,6 +142,9 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--total-replicas") == 0) {
             bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.N = (int)v;
+        } else if (strcmp(a, "--max-steps") == 0) {
+            bad = sr_args_parse_i64(val, 1, INT64_MAX, &v);
+            o.max_steps = (int64_t)v;
         } else if (strcmp(a, "--max-tasks") == 0) {
             bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.max_tasks = (int)v;

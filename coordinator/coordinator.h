@@ -46,9 +46,10 @@ typedef struct {
                                           its own accumulator and push (0 = never) */
     uint64_t max_message_bytes;        /* ZMQ_MAXMSGSIZE floor; the largest variable plus
                                           headroom is always allowed */
-    int deterministic_sum;             /* sum a step's gradients in task order, not arrival order */
-    int max_clients; /* clients admitted at once (each worker process is one); 0: auto */
-    int max_tasks;   /* task indexes admitted are 0..max_tasks-1; 0: N */
+    int     deterministic_sum;         /* sum a step's gradients in task order, not arrival order */
+    int     max_clients; /* clients admitted at once (each worker process is one); 0: auto */
+    int     max_tasks;   /* task indexes admitted are 0..max_tasks-1; 0: N */
+    int64_t max_steps;   /* the job ends when the global step reaches it; 0: never */
 } sr_coord_opts;
 
 /* Defaults for everything but store_path, R and optim.lr. */

@@ -44,6 +44,27 @@ oversized(const coord *c, zmq_msg_t *body, int n)
     return 0;
 }
 
+/* FINISH: the chief ends the job at the current global step (the steps
+ * applied so far; a step in progress is dropped); from any other task
+ * SR_EINVAL, before the model is ready SR_ENOTREADY; again: a no-op. */
+static void
+handle_finish(coord *c, req_ctx *r)
+{
+    if (r->cl->task != 0) {
+        REPLY_ERR(r, SR_EINVAL, "finish: only the chief (task 0) ends a job, not task %d",
+                  r->cl->task);
+        return;
+    }
+    if (c->state == COORD_WAIT_MODEL) {
+        REPLY_ERR(r, SR_ENOTREADY, "finish: model not ready");
+        return;
+    }
+    if (c->state == COORD_SERVING) {
+        sr__coord_end_job(c, "finished by the chief");
+    }
+    sr__coord_send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
+}
+
 /* One request with header h (decoded) and nbody body frames, from the peer
  * `rid`; `chained`: it came in a chain (the client reads chained replies). */
 static void
@@ -98,6 +119,11 @@ dispatch_one(coord *c, zmq_msg_t *rid, const sr_wire_header *h, zmq_msg_t *body,
                   r.h.incarnation, c->incarnation);
         return;
     }
+    if (c->state == COORD_DONE &&
+        (type == SR_MSG_PUSH || type == SR_MSG_PUSH_SPARSE || type == SR_MSG_TOKEN)) {
+        REPLY_ERR(&r, SR_EDONE, "the job has ended at step %" PRId64, c->global_step);
+        return;
+    }
     switch (type) {
     case SR_MSG_HELLO:
         sr__coord_handle_hello(c, &r);
@@ -129,6 +155,9 @@ dispatch_one(coord *c, zmq_msg_t *rid, const sr_wire_header *h, zmq_msg_t *body,
         SR_LOG(SR_LOG_NOTICE, "COORD-WORKER-LEFT", "task=%d client=%016" PRIx64 " (bye)",
                r.cl->task, r.cl->client_id);
         sr__coord_send_reply(c, r.rid, r.rid_len, &r.h, SR_OK, c->global_step, NULL, 0);
+        break;
+    case SR_MSG_FINISH:
+        handle_finish(c, &r);
         break;
     default:
         count_malformed(c, "unknown type");
@@ -246,6 +275,10 @@ periodic(coord *c)
 
 /* ---- lifecycle transitions (server_int.h draws them) ------------------- */
 
+/* DONE: how long the coordinator stays up for the workers to learn of the
+ * end (each gets SR_EDONE) when they do not all leave first. */
+#define DONE_LINGER_MS 10000
+
 /* STARTING -> WAIT_MODEL: the incarnation has begun and the store's model
  * is loaded (sr__coord_start). */
 void
@@ -270,6 +303,58 @@ sr__coord_serve(coord *c)
     SR_LOG(SR_LOG_NOTICE, "COORD-READY",
            "model ready variables=%zu trainable=%zu global_step=%" PRId64 " init_tokens=%d",
            c->nvars, c->ntrainable, c->global_step, k);
+    if (sr__coord_at_max_steps(c)) {
+        sr__coord_end_job(c, "the store is at --max-steps already");
+    }
+}
+
+/* SERVING -> DONE: the job has ended at the global step (why: --max-steps
+ * or the chief's FINISH).  No token is queued any more; the workers
+ * waiting for one, and every later push or token request, are answered
+ * SR_EDONE; pulls of the final values are still served. */
+void
+sr__coord_end_job(coord *c, const char *why)
+{
+    SR_ASSERT(c->state == COORD_SERVING);
+    c->state = COORD_DONE;
+    c->done_at_ms = sr__coord_now_ms(c);
+    sr__tokens_drop_below(&c->tokens, INT64_MAX);
+    SR_LOG(SR_LOG_NOTICE, "COORD-DONE", "global_step=%" PRId64 " (%s): the job has ended",
+           c->global_step, why);
+    for (size_t i = 0; i < c->nclients; i++) {
+        client        *cl = &c->clients[i];
+        sr_wire_header h;
+        if (!cl->parked) {
+            continue;
+        }
+        memset(&h, 0, sizeof(h));
+        h.type = SR_MSG_TOKEN;
+        h.request_id = cl->parked_req;
+        h.client_id = cl->client_id;
+        h.task_index = cl->task;
+        h.incarnation = c->incarnation;
+        cl->parked = 0;
+        sr__coord_flush_held(c, cl);
+        sr__coord_send_error(c, cl->rid, cl->rid_len, &h, SR_EDONE, "the job has ended");
+    }
+}
+
+/* DONE -> STOPPED once every client has left (said BYE, or fell silent;
+ * a coordinator that started DONE waits for one to come), after
+ * DONE_LINGER_MS, or on the stop flag. */
+static void
+stop_when_done(coord *c, int stop)
+{
+    int live = 0;
+
+    SR_ASSERT(c->state == COORD_DONE);
+    for (size_t i = 0; i < c->nclients; i++) {
+        live += !c->clients[i].gone;
+    }
+    if (stop || (live == 0 && c->nclients > 0) ||
+        sr__coord_now_ms(c) - c->done_at_ms >= DONE_LINGER_MS) {
+        c->state = COORD_STOPPED;
+    }
 }
 
 static int
@@ -399,6 +484,9 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
         }
         if (c.state == COORD_DRAINING) {
             stop_when_drained(&c);
+        }
+        if (c.state == COORD_DONE) {
+            stop_when_done(&c, *stop);
         }
         if (c.state == COORD_STOPPED) {
             break;

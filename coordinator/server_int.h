@@ -161,6 +161,9 @@ typedef struct worker {
  *                                 | stop flag                                   | stop flag
  *                                 v                                             v
  *                              STOPPED <--no step in progress, or grace_ms-- DRAINING
+ *                                 ^
+ *                                 +-- every client left, DONE_LINGER_MS, stop -- DONE
+ *                                       (SERVING -> DONE: --max-steps reached, or FINISH)
  *
  *  transition             function
  *  STARTING -> WAIT_MODEL sr__coord_wait_model (from sr__coord_start: a new
@@ -170,6 +173,9 @@ typedef struct worker {
  *  SERVING -> DRAINING    drain (server.c), once the stop flag is seen
  *  WAIT_MODEL -> STOPPED  drain: no step can be in progress without a model
  *  DRAINING -> STOPPED    stop_when_drained (server.c)
+ *  SERVING -> DONE        sr__coord_end_job (server.c): the global step reached
+ *                         --max-steps (release_tokens), or the chief's FINISH
+ *  DONE -> STOPPED        stop_when_done (server.c)
  *  any -> STOPPED         sr_coord_run, when polling the socket fails
  *
  * Invariants.  STARTING: no message has been handled; the store was opened
@@ -180,7 +186,9 @@ typedef struct worker {
  * local_step == global_step; the tokens of step g are released only after
  * step g is committed (when the policy commits it; server_step.c).
  * DRAINING: requests are still served until the step in progress applies,
- * or drain_deadline_ms passes.  STOPPED: the loop has ended; the final
+ * or drain_deadline_ms passes.  DONE: the job has ended at global_step;
+ * pulls are served, pushes and tokens answered SR_EDONE, no token is
+ * queued.  STOPPED: the loop has ended; the final
  * commit follows.  A message never crashes the loop: every decode and check
  * happens before any state changes, and failures get an error reply. */
 typedef enum {
@@ -189,6 +197,7 @@ typedef enum {
     COORD_SERVING = 2,
     COORD_DRAINING = 3,
     COORD_STOPPED = 4,
+    COORD_DONE = 5,
 } coord_state;
 
 /* ---- the I/O seam -------------------------------------------------------
@@ -222,6 +231,7 @@ typedef struct coord {
     uint64_t             largest_var;       /* bytes of the largest stored variable, at start */
     coord_state          state;             /* the lifecycle, above */
     int64_t              drain_deadline_ms; /* DRAINING: stop by then */
+    int64_t              done_at_ms;        /* DONE: since then */
     coord_io             io;                /* every send and clock reading */
     cvar                *vars;
     size_t               nvars, cap_vars;
@@ -453,8 +463,15 @@ void sr__coord_free(coord *c);
 
 /* ---- server.c: the lifecycle's transitions and the loop ---------------- */
 
-void sr__coord_wait_model(coord *c); /* STARTING -> WAIT_MODEL */
-void sr__coord_serve(coord *c);      /* WAIT_MODEL -> SERVING */
+void sr__coord_wait_model(coord *c);               /* STARTING -> WAIT_MODEL */
+void sr__coord_serve(coord *c);                    /* WAIT_MODEL -> SERVING */
+void sr__coord_end_job(coord *c, const char *why); /* SERVING -> DONE */
+/* The job ends at this global step (--max-steps reached). */
+static inline int
+sr__coord_at_max_steps(const coord *c)
+{
+    return c->o->max_steps > 0 && c->global_step >= c->o->max_steps;
+}
 /* One received message: parts[0] the routing id, then one request or a
  * chain of them (docs/protocol.md, Chains), handled in order. */
 void sr__coord_dispatch(coord *c, zmq_msg_t *parts, int nparts);
@@ -478,11 +495,12 @@ sr__coord_now_ms(const coord *c)
     return c->io.now_ms(c->io.ctx);
 }
 
-/* The model is ready: requests for it are served (SERVING, DRAINING). */
+/* The model is ready: requests for it are served (SERVING, DRAINING;
+ * DONE serves pulls). */
 static inline int
 sr__coord_model_ready(const coord *c)
 {
-    return c->state == COORD_SERVING || c->state == COORD_DRAINING;
+    return c->state == COORD_SERVING || c->state == COORD_DRAINING || c->state == COORD_DONE;
 }
 
 #endif

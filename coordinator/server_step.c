@@ -59,6 +59,7 @@ log_contribs(coord *c, const cvar *v, uint32_t p, int64_t step)
 }
 
 /* n tokens of the new global step; parked requests are served at once.
+ * At --max-steps the job ends instead (DONE).
  * Tokens older than g - 1 left in the queue are dropped first: no worker
  * takes one but a newly started one, for a round that can only be stale,
  * and with a backup replica gone for good one token a step would pile up
@@ -66,6 +67,10 @@ log_contribs(coord *c, const cvar *v, uint32_t p, int64_t step)
 static void
 release_tokens(coord *c, size_t n)
 {
+    if (c->state == COORD_SERVING && sr__coord_at_max_steps(c)) {
+        sr__coord_end_job(c, "--max-steps reached"); /* its waiting workers get SR_EDONE */
+        return;
+    }
     sr__tokens_drop_below(&c->tokens, c->global_step - 1);
     if (sr__tokens_put(&c->tokens, c->global_step, n) != SR_OK) {
         SR_LOG(SR_LOG_ERR, "COORD-TOKENS", "cannot queue %zu tokens: %s", n, sr_errdetail());

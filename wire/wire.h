@@ -42,6 +42,7 @@ typedef enum {
     SR_MSG_PING = 8,        /* -> sr_wire_ping_rep (global step, ready) */
     SR_MSG_STATUS = 9,      /* -> frame1 JSON text */
     SR_MSG_BYE = 10,        /* client closing; reply optional */
+    SR_MSG_FINISH = 11,     /* the chief ends the job; reply header only */
 } sr_wire_type;
 
 /* sr_wire_vardesc.flags: SR_DECLARE_NOT_TRAINABLE (0x1, syncrep.h) and: */

@@ -16,7 +16,7 @@
  *
  * Functions: sr__session_hello, sr__session_resync, sr__decl_find,
  * declare_parts, declare_one, sr_client_declare_ex, sr_client_declare,
- * ready_rpc, sr_client_ready.
+ * ready_rpc, sr_client_ready, sr_client_finish.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -352,4 +352,28 @@ sr_client_ready(sr_client *c)
         c->decls[i].init = NULL;
     }
     return SR_OK;
+}
+
+int
+sr_client_finish(sr_client *c)
+{
+    sr__call w = {.kind = SR__WAIT_REPLY, .type = SR_MSG_FINISH};
+    int      restarted;
+
+    if (c == NULL) {
+        return sr_fail(SR_EINVAL, "sr_client_finish: NULL client");
+    }
+    for (;;) {
+        sr_err rc = sr__conn_call(c, &w, &restarted);
+        if (rc == SR_OK && restarted) {
+            if ((rc = sr__session_resync(c)) != SR_OK) {
+                return rc;
+            }
+            continue; /* finish against the new incarnation */
+        }
+        if (rc != SR_OK) {
+            return rc;
+        }
+        return c->rh.status != SR_OK ? sr__reply_error(c, "finish") : SR_OK;
+    }
 }

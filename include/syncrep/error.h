@@ -34,7 +34,8 @@ extern "C" {
     X(ENONFINITE, -18, "gradient contains NaN or Inf")              \
     X(EBUSY, -19, "in use by another process")                      \
     X(EROLLBACK, -20, "store is behind the step it last committed") \
-    X(ELIMIT, -21, "over a limit of the coordinator")
+    X(ELIMIT, -21, "over a limit of the coordinator")               \
+    X(EDONE, -22, "the job has ended")
 
 typedef enum {
 #define SR_ERR_ENUM_(name, val, text) SR_##name = val,

@@ -110,6 +110,14 @@ SR_API int sr_client_declare_ex(sr_client *c, const char *name, sr_dtype dtype, 
  * the local step to the global step. */
 SR_API int sr_client_ready(sr_client *c);
 
+/* The chief (task 0) ends the job at the current global step (the steps
+ * applied so far are committed; a step in progress is dropped): the other
+ * workers' waiting and later sr_client_step, sr_client_push_step and
+ * flushed pushes return SR_EDONE, as they do when the coordinator's
+ * --max-steps is reached; pulls of the final values still work.  SR_EINVAL
+ * from another task; 0 also when the job had ended already. */
+SR_API int sr_client_finish(sr_client *c);
+
 /* Copy the variable's current value into dst (dst_bytes must be exactly
  * dtype x shape bytes, else SR_EINVAL). */
 SR_API int sr_client_pull(sr_client *c, const char *name, void *dst, size_t dst_bytes);

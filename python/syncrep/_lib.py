@@ -75,6 +75,7 @@ _signatures = {
     "sr_client_declare_ex": (ctypes.c_int, [_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
                                             ctypes.POINTER(ctypes.c_int64), _p, ctypes.c_int]),
     "sr_client_ready": (ctypes.c_int, [_p]),
+    "sr_client_finish": (ctypes.c_int, [_p]),
     "sr_client_pull": (ctypes.c_int, [_p, ctypes.c_char_p, _p, _sz]),
     "sr_client_pull_many": (ctypes.c_int, [_p, _sz, ctypes.POINTER(ctypes.c_char_p),
                                            ctypes.POINTER(_p), ctypes.POINTER(_sz)]),

@@ -150,6 +150,12 @@ class Client:
         """The chief marks the model ready; the other workers wait for that."""
         self._check(lib.sr_client_ready(self._handle()), "ready")
 
+    def finish(self):
+        """The chief ends the job at the current global step: the others'
+        ``step()`` then raises ``syncrep.Done``, as at the coordinator's
+        ``--max-steps``."""
+        self._check(lib.sr_client_finish(self._handle()), "finish")
+
     def _var(self, name, what):
         v = self._vars.get(name)
         if v is None:

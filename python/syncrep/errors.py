@@ -24,7 +24,8 @@ class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 (the issue's spe
 
 
 class Done(Error):
-    """The job has ended (reserved for ``SR_EDONE``)."""
+    """The job has ended (``SR_EDONE``): the coordinator's ``--max-steps``
+    was reached or the chief called ``finish()``."""
 
 
 def from_code(rc, message):

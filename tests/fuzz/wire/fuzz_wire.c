@@ -377,6 +377,7 @@ request_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
     case SR_MSG_PING:
     case SR_MSG_STATUS:
     case SR_MSG_BYE:
+    case SR_MSG_FINISH:
         return nb == 0;
     case SR_MSG_DECLARE:
         if (nb < 1 || sr_wire_vardesc_decode(body[0].p, body[0].len, &v) != SR_OK ||
@@ -426,6 +427,7 @@ reply_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
         return nb == 0 || vars_ok(body, nb);
     case SR_MSG_DECLARE:
     case SR_MSG_BYE:
+    case SR_MSG_FINISH:
         return nb == 0;
     case SR_MSG_HELLO:
         return nb == 1 && sr_wire_hello_rep_decode(body[0].p, body[0].len, &hello) == SR_OK;

@@ -670,6 +670,15 @@ req_push_hostile_steps(msg *m)
     add_f32_data(m, 6);
 }
 
+/* The chief ends the job (header only). */
+static void
+req_finish(msg *m)
+{
+    sr_wire_header h = hdr(SR_MSG_FINISH, 0);
+    h.task_index = 0;
+    start(m, &h);
+}
+
 static const struct {
     const char *name;
     builder     build;
@@ -719,6 +728,7 @@ static const struct {
     {"req-hello-task-int-max", req_hello_task_int_max},
     {"req-token-task-int-min", req_token_task_int_min},
     {"req-push-hostile-steps", req_push_hostile_steps},
+    {"req-finish", req_finish},
 };
 #define NSEEDS (sizeof(seeds) / sizeof(seeds[0]))
 
@@ -907,7 +917,7 @@ emit_malformed(void)
     emit_poke("bad-header-version-1", req_ping, 0, 4, 1);
     emit_poke("bad-header-version-3", req_ping, 0, 4, 3);
     emit_poke("bad-header-type-0", req_hello, 0, 5, 0);
-    emit_poke("bad-header-type-11", req_hello, 0, 5, SR_MSG_BYE + 1);
+    emit_poke("bad-header-type-12", req_hello, 0, 5, SR_MSG_FINISH + 1);
     emit_poke("bad-header-type-reply-0", rep_ping, 0, 5, SR_WIRE_REPLY);
     emit_poke("bad-header-type-0xff", rep_ping, 0, 5, 0xff);
     req_token(&m);

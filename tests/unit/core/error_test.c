@@ -69,6 +69,7 @@ static const struct {
     {SR_EBUSY, -19, "SR_EBUSY", "in use by another process"},
     {SR_EROLLBACK, -20, "SR_EROLLBACK", "store is behind the step it last committed"},
     {SR_ELIMIT, -21, "SR_ELIMIT", "over a limit of the coordinator"},
+    {SR_EDONE, -22, "SR_EDONE", "the job has ended"},
 };
 
 static void
@@ -89,8 +90,8 @@ test_error_table_every_code_pinned(void **state)
     }
     /* Past either end: no name, no text. */
     assert_string_equal(sr_errname(1), "SR_E?");
-    assert_string_equal(sr_errname(-22), "SR_E?");
-    assert_string_equal(sr_strerror(-22), "unknown error");
+    assert_string_equal(sr_errname(-23), "SR_E?");
+    assert_string_equal(sr_strerror(-23), "unknown error");
 }
 
 static void
