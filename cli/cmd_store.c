@@ -560,7 +560,7 @@ weights_add(sr_store *st, const sr_store_var *v, const char *slot, int64_t step,
 
 /* The retained step `step` (-1: the latest) must be restorable. */
 static sr_err
-weights_resolve_step(sr_store *st, int64_t step, int64_t *out)
+weights_resolve_step(sr_store *st, int64_t step, int64_t *out, int *current)
 {
     sr_store_info info;
     int64_t      *ckpts = NULL;
@@ -572,6 +572,7 @@ weights_resolve_step(sr_store *st, int64_t step, int64_t *out)
     }
     if (step < 0 || step == info.global_step) {
         *out = info.global_step;
+        *current = 1;
         return SR_OK;
     }
     if ((rc = sr_store_list_checkpoints(st, &ckpts, &n)) != SR_OK) {
@@ -581,6 +582,7 @@ weights_resolve_step(sr_store *st, int64_t step, int64_t *out)
         if (ckpts[i] == step) {
             free(ckpts);
             *out = step;
+            *current = 0;
             return SR_OK;
         }
     }
@@ -605,12 +607,15 @@ weights_read(sr_store *st, int64_t step, weights *ws)
     size_t        nvars = 0;
     sr_err        rc;
 
-    if ((rc = weights_resolve_step(st, step, &ws->step)) != SR_OK ||
+    int current = 0;
+
+    if ((rc = weights_resolve_step(st, step, &ws->step, &current)) != SR_OK ||
         (rc = sr_store_list_vars(st, &vars, &nvars)) != SR_OK) {
         return rc;
     }
-    /* -1 reads the committed state itself; a retained step its checkpoint. */
-    int64_t at = step < 0 ? -1 : ws->step;
+    /* The current step is the committed state itself (-1), which exists even
+     * when checkpoints are sparse; an older step is read from its checkpoint. */
+    int64_t at = current ? -1 : ws->step;
     for (size_t i = 0; i < nvars && rc == SR_OK; i++) {
         char **slots = NULL;
         size_t nslots = 0;

@@ -1,6 +1,7 @@
 /* cli/cmd_store.c through the real `syncrep store` command: exit codes,
  * the --json keys, export --step, and inspect while a writer holds the
  * store open.  Skipped when the command has not been built. */
+#include <dirent.h>
 #include <sys/wait.h>
 
 #include "store_test_util.h"
@@ -399,6 +400,24 @@ assert_weights_file(const store_fixture *f, const char *file, const char *fmt, i
     }
 }
 
+/* No "*.tmp.*" file is left in dir (a failed export removes its own). */
+static void
+assert_no_temp_files(const char *dir)
+{
+    DIR           *d = opendir(dir);
+    struct dirent *e;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        if (strstr(e->d_name, ".tmp.") != NULL) {
+            fprintf(stderr, "left behind: %s/%s\n", dir, e->d_name);
+            closedir(d);
+            fail();
+        }
+    }
+    closedir(d);
+}
+
 /* export --format npz|safetensors: the latest step and a retained older
  * one, values exact, read by numpy; an unknown step is refused and leaves
  * no OUT; OUT is never overwritten. */
@@ -446,6 +465,11 @@ test_cli_store_export_npz_safetensors_values_exact(void **state)
     free(out);
     const char *a7[] = {"export", f->path, bad, "--format", "hdf5", NULL};
     assert_int_equal(run_cli_argv(f, NULL, a7), 2);
+    const char *a8[] = {"export", "--help", NULL};
+    assert_int_equal(run_cli_argv(f, &out, a8), 0);
+    assert_non_null(strstr(out, "--format store (the default when --format is absent)"));
+    free(out);
+    assert_no_temp_files(f->dir);
 
     if (access(PYTHON, X_OK) != 0) {
         fprintf(stderr, "%s missing: exports not validated\n", PYTHON);
