@@ -6,7 +6,8 @@
 
 A store is read through ``syncrep store export --format npz`` (every chunk's
 checksum verified) into a temporary file; the command is ``$SYNCREP_BIN``,
-else ``syncrep`` on ``PATH``, else a source checkout's ``build/cli/syncrep``.
+else ``syncrep`` on ``PATH``, else the installed prefix's ``bin/syncrep``,
+else a source checkout's ``build/cli/syncrep``.
 The keys are the variables' names; each optimizer slot and EMA shadow is
 ``VAR/slot`` (``w/momentum``, ``w/adam_m``, ``w/ema``).  docs/python.md.
 """
@@ -35,9 +36,17 @@ def syncrep_bin():
     found = shutil.which("syncrep")
     if found:
         return found
-    built = os.path.normpath(os.path.join(_HERE, "..", "..", "build", "cli", "syncrep"))
-    if os.access(built, os.X_OK):
-        return built
+    candidates = []
+    try:
+        from . import _config  # written by cmake --install: PREFIX/bin beside PREFIX/lib
+        candidates.append(os.path.join(_config.LIBDIR, "..", "bin", "syncrep"))
+    except ImportError:
+        pass
+    candidates.append(os.path.join(_HERE, "..", "..", "build", "cli", "syncrep"))
+    for c in candidates:
+        c = os.path.normpath(c)
+        if os.access(c, os.X_OK):
+            return c
     raise Error("SR_ENOENT", "the syncrep command was not found (set SYNCREP_BIN, put it on "
                 "PATH, or build the checkout)", -11)
 
