@@ -4,11 +4,16 @@
  * coordinator holds it open in WAL mode.  Exit codes: 0 ok, 1 failure (or
  * verify found problems), 2 usage error.  See docs/store.md.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/dtype.h"
@@ -24,8 +29,11 @@ static const char usage_text[] =
     "  inspect PATH [--json]          global step, incarnation, variables, workers,\n"
     "                                 retained checkpoints, rewinds and incarnations\n"
     "  verify PATH                    integrity and consistency check; exit 1 on problems\n"
-    "  export PATH OUT [--step S]     consistent copy to the new file OUT (mode 0600),\n"
-    "                                 rewound to retained step S if given\n"
+    "  export PATH OUT [--step S] [--format store|npz|safetensors]\n"
+    "                                 store (the default): a consistent copy to the new\n"
+    "                                 file OUT, rewound to retained step S if given;\n"
+    "                                 npz, safetensors: the weights of the latest or\n"
+    "                                 retained step S for numpy and PyTorch\n"
     "\n"
     "The store is opened read-only: safe while a coordinator is running on it.\n";
 
@@ -50,12 +58,23 @@ static const char verify_usage[] =
     "clean, 1 when a problem was found or the store could not be read.\n";
 
 static const char export_usage[] =
-    "usage: syncrep store export PATH OUT [--step S]\n"
+    "usage: syncrep store export PATH OUT [--step S] [--format store|npz|safetensors]\n"
     "\n"
-    "Copies a consistent snapshot of the store to OUT, which must not exist, with\n"
-    "SQLite's online backup (the store may be in use).  OUT is created mode 0600.\n"
-    "With --step S the copy is then rewound to the retained step S (see inspect's\n"
-    "checkpoints); the original is never changed.\n";
+    "--format store (the default when --format is absent): copies a consistent\n"
+    "snapshot of the store to OUT with SQLite's online backup (the store may be in\n"
+    "use).  With --step S the copy is then rewound to the retained step S (see\n"
+    "inspect's checkpoints); the original is never changed.\n"
+    "\n"
+    "--format npz | safetensors: writes the tensors of the latest step, or of the\n"
+    "retained step S, in a file numpy.load or safetensors/PyTorch read directly:\n"
+    "each variable under its name, each optimizer slot and EMA shadow as VAR/slot\n"
+    "(layer/w/momentum).  Every chunk's checksum is verified on the way.  npz is a\n"
+    "zip of stored .npy files (no zip64: refused over 4 GiB); safetensors records\n"
+    "the step in __metadata__.global_step.\n"
+    "\n"
+    "OUT must not exist and is created mode 0600, complete or not at all (written\n"
+    "to a temp file beside it first).  An unknown or no longer retained step is an\n"
+    "error that names the retained ones.\n";
 
 static int
 failed(const char *cmd, sr_err rc)
@@ -453,11 +472,529 @@ cmd_verify(int argc, char **argv)
     return rc == SR_OK ? 0 : 1;
 }
 
+/*
+ * export --format npz|safetensors: a step's tensors in files numpy and
+ * PyTorch read directly.  Every variable's value is named as the variable,
+ * each optimizer slot and EMA shadow "VAR/slot".  The tensors are read
+ * through sr_store_read_tensor (every chunk checksum-verified) and held in
+ * memory, then written to a temp file beside OUT that is fsync'd and linked
+ * to OUT only when complete, so a failed export leaves no OUT behind.
+ * Formats: docs/store.md, "Export".
+ */
+
+/* One tensor to write: a variable's value or one of its slots. */
+typedef struct {
+    char    *name; /* "VAR" or "VAR/slot", malloc'd */
+    int      dtype;
+    int      ndim;
+    int64_t  shape[SR_MAX_NDIM];
+    uint64_t nbytes;
+    void    *data; /* nbytes, malloc'd */
+} weight;
+
+typedef struct {
+    weight *w;
+    size_t  n, cap;
+    int64_t step; /* the step exported */
+} weights;
+
+static void
+weights_free(weights *ws)
+{
+    for (size_t i = 0; i < ws->n; i++) {
+        free(ws->w[i].name);
+        free(ws->w[i].data);
+    }
+    free(ws->w);
+}
+
+/* Read variable v's tensor `slot` ("" = its value) at `step` into ws; a
+ * tensor that did not exist at that step (SR_ENOENT) is left out. */
+static sr_err
+weights_add(sr_store *st, const sr_store_var *v, const char *slot, int64_t step, weights *ws)
+{
+    sr_strbuf   b;
+    const char *name;
+    weight      w;
+    sr_err      rc;
+
+    memset(&w, 0, sizeof(w));
+    if (v->nbytes > SIZE_MAX || (w.data = malloc(v->nbytes ? (size_t)v->nbytes : 1)) == NULL) {
+        return sr_fail(SR_ENOMEM, "export: %" PRIu64 " bytes for '%s'", v->nbytes, v->name);
+    }
+    rc = sr_store_read_tensor(st, v->id, slot, step, w.data, (size_t)v->nbytes);
+    if (rc == SR_ENOENT) {
+        free(w.data);
+        return SR_OK;
+    }
+    if (rc != SR_OK) {
+        free(w.data);
+        return rc;
+    }
+    sr_strbuf_init(&b);
+    sr_strbuf_printf(&b, "%s%s%s", v->name, slot[0] ? "/" : "", slot);
+    if (sr_strbuf_result(&b, &name) != SR_OK || (w.name = strdup(name)) == NULL) {
+        sr_strbuf_free(&b);
+        free(w.data);
+        return sr_fail(SR_ENOMEM, "export: name of '%s'", v->name);
+    }
+    sr_strbuf_free(&b);
+    w.dtype = v->dtype;
+    w.ndim = v->ndim;
+    memcpy(w.shape, v->shape, sizeof(w.shape));
+    w.nbytes = v->nbytes;
+    if (ws->n == ws->cap) {
+        size_t  cap = ws->cap ? ws->cap * 2 : 16;
+        weight *p = realloc(ws->w, cap * sizeof(*p));
+        if (p == NULL) {
+            free(w.name);
+            free(w.data);
+            return sr_fail(SR_ENOMEM, "export: %zu tensors", cap);
+        }
+        ws->w = p;
+        ws->cap = cap;
+    }
+    ws->w[ws->n++] = w;
+    return SR_OK;
+}
+
+/* The retained step `step` (-1: the latest) must be restorable. */
+static sr_err
+weights_resolve_step(sr_store *st, int64_t step, int64_t *out, int *current)
+{
+    sr_store_info info;
+    int64_t      *ckpts = NULL;
+    size_t        n = 0;
+    sr_err        rc;
+
+    if ((rc = sr_store_get_info(st, &info)) != SR_OK) {
+        return rc;
+    }
+    if (step < 0 || step == info.global_step) {
+        *out = info.global_step;
+        *current = 1;
+        return SR_OK;
+    }
+    if ((rc = sr_store_list_checkpoints(st, &ckpts, &n)) != SR_OK) {
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ckpts[i] == step) {
+            free(ckpts);
+            *out = step;
+            *current = 0;
+            return SR_OK;
+        }
+    }
+    sr_strbuf b;
+    sr_strbuf_init(&b);
+    for (size_t i = 0; i < n; i++) {
+        sr_strbuf_printf(&b, " %" PRId64, ckpts[i]);
+    }
+    const char *list = "";
+    (void)sr_strbuf_result(&b, &list);
+    rc = sr_fail(SR_ENOENT, "step %" PRId64 " is not retained (retained:%s)", step,
+                 n ? list : " none");
+    sr_strbuf_free(&b);
+    free(ckpts);
+    return rc;
+}
+
+static sr_err
+weights_read(sr_store *st, int64_t step, weights *ws)
+{
+    sr_store_var *vars = NULL;
+    size_t        nvars = 0;
+    sr_err        rc;
+
+    int current = 0;
+
+    if ((rc = weights_resolve_step(st, step, &ws->step, &current)) != SR_OK ||
+        (rc = sr_store_list_vars(st, &vars, &nvars)) != SR_OK) {
+        return rc;
+    }
+    /* The current step is the committed state itself (-1), which exists even
+     * when checkpoints are sparse; an older step is read from its checkpoint. */
+    int64_t at = current ? -1 : ws->step;
+    for (size_t i = 0; i < nvars && rc == SR_OK; i++) {
+        char **slots = NULL;
+        size_t nslots = 0;
+        if ((rc = weights_add(st, &vars[i], "", at, ws)) != SR_OK ||
+            (rc = sr_store_list_slots(st, vars[i].id, &slots, &nslots)) != SR_OK) {
+            break;
+        }
+        for (size_t k = 0; k < nslots && rc == SR_OK; k++) {
+            rc = weights_add(st, &vars[i], slots[k], at, ws);
+        }
+        sr_store_free_names(slots, nslots);
+    }
+    free(vars);
+    for (size_t i = 0; i < ws->n && rc == SR_OK; i++) {
+        for (size_t j = i + 1; j < ws->n; j++) {
+            if (strcmp(ws->w[i].name, ws->w[j].name) == 0) {
+                rc = sr_fail(SR_EEXIST, "two tensors would be named '%s' (a variable and a slot)",
+                             SR_ESC(ws->w[i].name));
+                break;
+            }
+        }
+    }
+    return rc;
+}
+
+/* A fixed-width little-endian field. */
+static void
+put_le(uint8_t *p, uint64_t v, int nbytes)
+{
+    for (int i = 0; i < nbytes; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+/* CRC-32 (ISO-HDLC, zip's), table-driven. */
+static uint32_t
+crc32_update(const uint32_t table[256], uint32_t crc, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+
+    crc = ~crc;
+    for (size_t i = 0; i < len; i++) {
+        crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    }
+    return ~crc;
+}
+
+static void
+crc32_table(uint32_t table[256])
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) {
+            c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        }
+        table[i] = c;
+    }
+}
+
+static const char *
+npy_descr(int dtype)
+{
+    return dtype == SR_FLOAT32   ? "<f4"
+           : dtype == SR_FLOAT64 ? "<f8"
+           : dtype == SR_INT32   ? "<i4"
+                                 : "<i8";
+}
+
+static const char *
+st_dtype(int dtype)
+{
+    return dtype == SR_FLOAT32   ? "F32"
+           : dtype == SR_FLOAT64 ? "F64"
+           : dtype == SR_INT32   ? "I32"
+                                 : "I64";
+}
+
+/* The .npy header (format 1.0): magic, version, header length, the dict
+ * padded with spaces to a multiple of 64 bytes and ended by '\n'. */
+static sr_err
+npy_header(const weight *w, sr_strbuf *out)
+{
+    sr_strbuf   d;
+    const char *dict;
+    uint8_t     pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
+
+    sr_strbuf_init(&d);
+    sr_strbuf_printf(&d, "{'descr': '%s', 'fortran_order': False, 'shape': (", npy_descr(w->dtype));
+    for (int i = 0; i < w->ndim; i++) {
+        sr_strbuf_printf(&d, "%" PRId64 "%s", w->shape[i],
+                         w->ndim == 1      ? ","
+                         : i + 1 < w->ndim ? ", "
+                                           : "");
+    }
+    sr_strbuf_printf(&d, "), }");
+    if (sr_strbuf_result(&d, &dict) != SR_OK) {
+        sr_strbuf_free(&d);
+        return sr_fail(SR_ENOMEM, "export: npy header");
+    }
+    size_t len = strlen(dict), total = 10 + len + 1;
+    size_t pad = (64 - total % 64) % 64;
+    put_le(pre + 8, len + pad + 1, 2);
+    sr_strbuf_append(out, (const char *)pre, sizeof(pre));
+    sr_strbuf_append(out, dict, len);
+    for (size_t i = 0; i < pad; i++) {
+        sr_strbuf_append(out, " ", 1);
+    }
+    sr_strbuf_append(out, "\n", 1);
+    sr_strbuf_free(&d);
+    return SR_OK;
+}
+
+/* The length of the bytes a strbuf holds (it may hold NULs: the npy magic). */
+static size_t
+strbuf_len(const sr_strbuf *b)
+{
+    return b->len;
+}
+
+static sr_err
+write_all(FILE *f, const void *p, size_t len, const char *path)
+{
+    if (len > 0 && fwrite(p, 1, len, f) != len) {
+        return sr_fail(errno == ENOSPC ? SR_ENOSPC : SR_EACCES, "writing %s: %s", path,
+                       strerror(errno));
+    }
+    return SR_OK;
+}
+
+#define ZIP_MAX 0xffffffffu /* without zip64: sizes and offsets are 32-bit */
+
+/* A zip of stored (uncompressed) .npy entries, names UTF-8 (flag bit 11),
+ * the time fixed at 1980-01-01 so the same step gives the same bytes. */
+static sr_err
+write_npz(FILE *f, const char *path, const weights *ws)
+{
+    uint32_t  table[256];
+    sr_strbuf cd;
+    uint64_t  off = 0;
+    sr_err    rc = SR_OK;
+
+    crc32_table(table);
+    sr_strbuf_init(&cd);
+    if (ws->n > 0xffff) {
+        sr_strbuf_free(&cd);
+        return sr_fail(SR_ENOTSUP,
+                       "npz: %zu tensors need zip64, which syncrep does not write; "
+                       "use --format safetensors",
+                       ws->n);
+    }
+    for (size_t i = 0; i < ws->n && rc == SR_OK; i++) {
+        const weight *w = &ws->w[i];
+        sr_strbuf     h;
+        char          entry[SR_STORE_MAX_NAME * 2 + 8];
+        uint8_t       lh[30];
+
+        snprintf(entry, sizeof(entry), "%s.npy", w->name);
+        size_t nlen = strlen(entry);
+        sr_strbuf_init(&h);
+        if ((rc = npy_header(w, &h)) != SR_OK) {
+            sr_strbuf_free(&h);
+            break;
+        }
+        const char *hb;
+        if ((rc = sr_strbuf_result(&h, &hb)) != SR_OK) {
+            sr_strbuf_free(&h);
+            break;
+        }
+        uint64_t size = strbuf_len(&h) + w->nbytes;
+        if (size >= ZIP_MAX || off + 30 + nlen + size >= ZIP_MAX) {
+            sr_strbuf_free(&h);
+            rc = sr_fail(SR_ENOTSUP,
+                         "npz: the export passes 4 GiB at '%s' and needs zip64, "
+                         "which syncrep does not write; use --format safetensors",
+                         SR_ESC(w->name));
+            break;
+        }
+        uint32_t crc = crc32_update(table, 0, hb, strbuf_len(&h));
+        crc = crc32_update(table, crc, w->data, (size_t)w->nbytes);
+        put_le(lh, 0x04034b50u, 4);
+        put_le(lh + 4, 20, 2);      /* version needed: 2.0 */
+        put_le(lh + 6, 0x0800, 2);  /* UTF-8 names */
+        put_le(lh + 8, 0, 2);       /* stored */
+        put_le(lh + 10, 0, 2);      /* time 00:00:00 */
+        put_le(lh + 12, 0x0021, 2); /* date 1980-01-01 */
+        put_le(lh + 14, crc, 4);
+        put_le(lh + 18, size, 4);
+        put_le(lh + 22, size, 4);
+        put_le(lh + 26, nlen, 2);
+        put_le(lh + 28, 0, 2);
+        /* The central directory entry repeats the local header's fields. */
+        uint8_t ce[46];
+        put_le(ce, 0x02014b50u, 4);
+        put_le(ce + 4, (3u << 8) | 20, 2); /* made by: Unix, 2.0 */
+        memcpy(ce + 6, lh + 4, 26);
+        put_le(ce + 32, 0, 2); /* comment length */
+        put_le(ce + 34, 0, 2); /* disk */
+        put_le(ce + 36, 0, 2); /* internal attributes */
+        put_le(ce + 38, 0100644u << 16, 4);
+        put_le(ce + 42, off, 4);
+        sr_strbuf_append(&cd, (const char *)ce, sizeof(ce));
+        sr_strbuf_append(&cd, entry, nlen);
+        if ((rc = write_all(f, lh, sizeof(lh), path)) == SR_OK &&
+            (rc = write_all(f, entry, nlen, path)) == SR_OK &&
+            (rc = write_all(f, hb, strbuf_len(&h), path)) == SR_OK) {
+            rc = write_all(f, w->data, (size_t)w->nbytes, path);
+        }
+        off += 30 + nlen + size;
+        sr_strbuf_free(&h);
+    }
+    if (rc == SR_OK) {
+        const char *cb;
+        uint8_t     eocd[22];
+        if (sr_strbuf_result(&cd, &cb) != SR_OK) {
+            sr_strbuf_free(&cd);
+            return sr_fail(SR_ENOMEM, "npz: central directory");
+        }
+        if (off + strbuf_len(&cd) >= ZIP_MAX) {
+            sr_strbuf_free(&cd);
+            return sr_fail(SR_ENOTSUP, "npz: the export passes 4 GiB and needs zip64, which "
+                                       "syncrep does not write; use --format safetensors");
+        }
+        put_le(eocd, 0x06054b50u, 4);
+        put_le(eocd + 4, 0, 4); /* this disk, the directory's disk */
+        put_le(eocd + 8, ws->n, 2);
+        put_le(eocd + 10, ws->n, 2);
+        put_le(eocd + 12, strbuf_len(&cd), 4);
+        put_le(eocd + 16, off, 4);
+        put_le(eocd + 20, 0, 2);
+        if ((rc = write_all(f, cb, strbuf_len(&cd), path)) == SR_OK) {
+            rc = write_all(f, eocd, sizeof(eocd), path);
+        }
+    }
+    sr_strbuf_free(&cd);
+    return rc;
+}
+
+/* safetensors: u64 LE header length, the JSON header (padded with spaces to
+ * a multiple of 8), then the tensors' bytes back to back in header order. */
+static sr_err
+write_safetensors(FILE *f, const char *path, const weights *ws)
+{
+    sr_strbuf   h;
+    const char *hb;
+    uint64_t    off = 0;
+    uint8_t     len8[8];
+    sr_err      rc = SR_OK;
+
+    sr_strbuf_init(&h);
+    sr_strbuf_printf(&h,
+                     "{\"__metadata__\":{\"format\":\"pt\",\"global_step\":\"%" PRId64
+                     "\",\"writer\":\"syncrep store export\"}",
+                     ws->step);
+    for (size_t i = 0; i < ws->n; i++) {
+        const weight *w = &ws->w[i];
+        sr_strbuf_printf(&h, ",");
+        sr_strbuf_json_str(&h, w->name);
+        sr_strbuf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype(w->dtype));
+        for (int d = 0; d < w->ndim; d++) {
+            sr_strbuf_printf(&h, "%s%" PRId64, d ? "," : "", w->shape[d]);
+        }
+        sr_strbuf_printf(&h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + w->nbytes);
+        off += w->nbytes;
+    }
+    sr_strbuf_printf(&h, "}");
+    while (strbuf_len(&h) % 8 != 0) {
+        sr_strbuf_append(&h, " ", 1);
+    }
+    if (sr_strbuf_result(&h, &hb) != SR_OK) {
+        sr_strbuf_free(&h);
+        return sr_fail(SR_ENOMEM, "safetensors: header");
+    }
+    put_le(len8, strbuf_len(&h), 8);
+    if ((rc = write_all(f, len8, sizeof(len8), path)) == SR_OK) {
+        rc = write_all(f, hb, strbuf_len(&h), path);
+    }
+    for (size_t i = 0; i < ws->n && rc == SR_OK; i++) {
+        rc = write_all(f, ws->w[i].data, (size_t)ws->w[i].nbytes, path);
+    }
+    sr_strbuf_free(&h);
+    return rc;
+}
+
+enum { FMT_STORE = 0, FMT_NPZ = 1, FMT_SAFETENSORS = 2 };
+
+/* Write to a temp file beside `out`, fsync it, link it to `out` (which
+ * must not exist: link refuses atomically), fsync the directory. */
+static sr_err
+weights_write(const char *out, int fmt, const weights *ws)
+{
+    size_t len = strlen(out);
+    char  *tmp = malloc(len + 16), *dir = NULL;
+    FILE  *f = NULL;
+    int    fd = -1;
+    sr_err rc;
+
+    if (tmp == NULL) {
+        return sr_fail(SR_ENOMEM, "export: temp path");
+    }
+    snprintf(tmp, len + 16, "%s.tmp.XXXXXX", out);
+    if (access(out, F_OK) == 0) {
+        free(tmp);
+        return sr_fail(SR_EEXIST, "%s already exists", out);
+    }
+    if ((fd = mkstemp(tmp)) < 0) {
+        rc = sr_fail(errno == ENOSPC   ? SR_ENOSPC
+                     : errno == ENOENT ? SR_ENOENT
+                                       : SR_EACCES,
+                     "cannot create %s: %s", out, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    if ((f = fdopen(fd, "wb")) == NULL) {
+        rc = sr_fail(SR_ENOMEM, "fdopen %s: %s", tmp, strerror(errno));
+        close(fd);
+        goto fail;
+    }
+    rc = fmt == FMT_NPZ ? write_npz(f, out, ws) : write_safetensors(f, out, ws);
+    if (rc != SR_OK) {
+        goto fail;
+    }
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        rc = sr_fail(errno == ENOSPC ? SR_ENOSPC : SR_EACCES, "writing %s: %s", out,
+                     strerror(errno));
+        goto fail;
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        rc = sr_fail(SR_EACCES, "closing %s: %s", out, strerror(errno));
+        goto fail;
+    }
+    f = NULL;
+    if (link(tmp, out) != 0) {
+        rc = sr_fail(errno == EEXIST ? SR_EEXIST : SR_EACCES, "cannot create %s: %s", out,
+                     strerror(errno));
+        goto fail;
+    }
+    unlink(tmp);
+    if ((dir = strdup(out)) != NULL) {
+        int dfd = open(dirname(dir), O_RDONLY);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
+    free(dir);
+    free(tmp);
+    return SR_OK;
+fail:
+    if (f != NULL) {
+        fclose(f);
+    }
+    unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+static sr_err
+export_weights(sr_store *st, int64_t step, int fmt, const char *out, int64_t *exported)
+{
+    weights ws;
+    sr_err  rc;
+
+    memset(&ws, 0, sizeof(ws));
+    if ((rc = weights_read(st, step, &ws)) == SR_OK &&
+        (rc = weights_write(out, fmt, &ws)) == SR_OK) {
+        *exported = ws.step;
+    }
+    weights_free(&ws);
+    return rc;
+}
+
 static int
 cmd_export(int argc, char **argv)
 {
     const char *path = NULL, *out = NULL;
     long long   step = -1;
+    int         fmt = FMT_STORE;
+    int64_t     exported = -1;
     sr_store   *st = NULL;
     sr_err      rc;
 
@@ -468,6 +1005,19 @@ cmd_export(int argc, char **argv)
         } else if (strcmp(argv[i], "--step") == 0) {
             if (i + 1 >= argc || sr_args_parse_i64(argv[i + 1], 0, INT64_MAX, &step) != 0) {
                 return sr_args_usage_error("store export", "--step needs a step number >= 0");
+            }
+            i++;
+        } else if (strcmp(argv[i], "--format") == 0) {
+            const char *v = i + 1 < argc ? argv[i + 1] : "";
+            if (strcmp(v, "store") == 0) {
+                fmt = FMT_STORE;
+            } else if (strcmp(v, "npz") == 0) {
+                fmt = FMT_NPZ;
+            } else if (strcmp(v, "safetensors") == 0) {
+                fmt = FMT_SAFETENSORS;
+            } else {
+                return sr_args_usage_error("store export",
+                                           "--format needs store, npz or safetensors");
             }
             i++;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
@@ -486,12 +1036,19 @@ cmd_export(int argc, char **argv)
     if ((rc = open_ro(path, 0, &st)) != SR_OK) {
         return failed("export", rc);
     }
-    rc = sr_store_export(st, out, (int64_t)step);
+    if (fmt == FMT_STORE) {
+        rc = sr_store_export(st, out, (int64_t)step);
+    } else {
+        rc = export_weights(st, (int64_t)step, fmt, out, &exported);
+    }
     sr_store_close(st);
     if (rc != SR_OK) {
         return failed("export", rc);
     }
-    if (step >= 0) {
+    if (fmt != FMT_STORE) {
+        printf("exported %s to %s (%s) at step %" PRId64 "\n", path, out,
+               fmt == FMT_NPZ ? "npz" : "safetensors", exported);
+    } else if (step >= 0) {
         printf("exported %s to %s at step %lld\n", path, out, step);
     } else {
         printf("exported %s to %s\n", path, out);

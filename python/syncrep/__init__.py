@@ -9,12 +9,15 @@ coordinator.  The Python client over libsyncrep (docs/python.md).
             w = c.pull("w", out=w)
             c.push("w", gradient(w, batch))
             c.step()
+
+    weights = syncrep.load("store.db")   # dict of numpy arrays, names as declared
 """
 
 from ._lib import path as library_path
 from .client import Client
 from .env import place
 from .errors import Done, Error, TimeoutError
+from .load import load
 
-__all__ = ["Client", "Error", "TimeoutError", "Done", "place", "library_path"]
+__all__ = ["Client", "Error", "TimeoutError", "Done", "place", "library_path", "load"]
 __version__ = "0.1.0"

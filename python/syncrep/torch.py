@@ -23,12 +23,17 @@ as BatchNorm's running statistics) are not synchronised: each worker keeps
 its own, as ``DistributedDataParallel(broadcast_buffers=False)`` would.
 Parameters must be float32 or float64; anything else is refused here, not
 mid-training.  docs/python.md has the mapping from torch.optim settings.
+
+``load_into(model, "store.db")`` loads a trained model's parameters (of the
+latest step, or a retained ``step=``) from a store, an ``.npz`` or a
+``.safetensors`` export into a module, for evaluation or inference.
 """
 
 import numpy as np
 import torch
 
 from .errors import invalid
+from .load import load as _load
 
 _NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
 
@@ -115,3 +120,34 @@ class SyncReplicas:
         step = self.client.step()
         self.load()
         return step
+
+
+def load_into(module, path, step=None, strict=True):
+    """Copy the parameters saved in ``path`` (a store, ``.npz`` or
+    ``.safetensors``; see :func:`syncrep.load`) into ``module``'s parameters
+    of the same names, in place (converted to each parameter's dtype and
+    device).  Optimizer slots and EMA shadows (``VAR/slot``) are skipped;
+    buffers are left alone (syncrep does not train them).  With ``strict``,
+    a module parameter missing from the file, a variable of the file the
+    module lacks, or a shape that differs raises :class:`syncrep.Error`
+    (SR_EINVAL) before anything is copied.  Returns ``(missing, unexpected)``,
+    the names of each kind."""
+    arrays = _load(path, step=step)
+    values = {n: a for n, a in arrays.items()
+              if "/" not in n or n.rsplit("/", 1)[0] not in arrays}
+    params = dict(module.named_parameters())
+    missing = sorted(n for n in params if n not in values)
+    unexpected = sorted(n for n in values if n not in params)
+    wrong = ["%s: %s in the file, %s in the module" % (n, tuple(values[n].shape),
+                                                        tuple(params[n].shape))
+             for n in sorted(params) if n in values and
+             tuple(values[n].shape) != tuple(params[n].shape)]
+    if wrong or (strict and (missing or unexpected)):
+        raise invalid("load_into(%s): %s" % (path, "; ".join(
+            wrong + (["missing from the file: " + ", ".join(missing)] if missing else []) +
+            (["not in the module: " + ", ".join(unexpected)] if unexpected else []))))
+    with torch.no_grad():
+        for n, p in params.items():
+            if n in values:
+                p.copy_(torch.from_numpy(np.ascontiguousarray(values[n])))
+    return missing, unexpected

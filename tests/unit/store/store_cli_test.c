@@ -1,6 +1,7 @@
 /* cli/cmd_store.c through the real `syncrep store` command: exit codes,
  * the --json keys, export --step, and inspect while a writer holds the
  * store open.  Skipped when the command has not been built. */
+#include <dirent.h>
 #include <sys/wait.h>
 
 #include "store_test_util.h"
@@ -266,6 +267,219 @@ test_cli_store_verify_reports_checksum_and_rollback(void **state)
     free(at1);
 }
 
+/* Run `syncrep store ARGS...` (NULL-terminated) with output into dir/out.txt. */
+static int
+run_cli_argv(const store_fixture *f, char **out, const char *const *args)
+{
+    char        log[700];
+    const char *argv[16];
+    size_t      n = 0, len;
+    int         status;
+
+    argv[n++] = syncrep_bin();
+    argv[n++] = "store";
+    for (size_t i = 0; args[i] != NULL && n + 1 < sizeof(argv) / sizeof(argv[0]); i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    snprintf(log, sizeof(log), "%s/out.txt", f->dir);
+    unlink(log);
+    pid_t pid = sr_test_spawn((char *const *)argv, log);
+    assert_true(pid > 0);
+    status = sr_test_reap(pid, 30000);
+    assert_true(status >= 0 && WIFEXITED(status));
+    if (out != NULL) {
+        uint8_t *b = read_file_bytes(log, &len);
+        *out = realloc(b, len + 1);
+        assert_non_null(*out);
+        (*out)[len] = '\0';
+    }
+    return WEXITSTATUS(status);
+}
+
+/* Steps 0..2 of "layer/w" (float32 4x5, momentum from step 1), "b"
+ * (float64 3) and "count" (an int64 scalar), values fill_pattern(tag, step). */
+static void
+make_weights_store(const char *path)
+{
+    sr_store     *st = open_small(path, 64, 3);
+    const int64_t s2[2] = {4, 5}, s1[1] = {3};
+    float         w[20], m[20];
+    double        b[3];
+    int64_t       n, id[3];
+    uint64_t      inc;
+
+    assert_sr_ok(sr_store_new_incarnation(st, &inc));
+    fill_pattern(w, SR_FLOAT32, 20, 1, 0);
+    fill_pattern(b, SR_FLOAT64, 3, 2, 0);
+    fill_pattern(&n, SR_INT64, 1, 3, 0);
+    assert_sr_ok(sr_store_declare(st, "layer/w", SR_FLOAT32, 2, s2, 1, w, sizeof(w), &id[0], NULL));
+    assert_sr_ok(sr_store_declare(st, "b", SR_FLOAT64, 1, s1, 1, b, sizeof(b), &id[1], NULL));
+    assert_sr_ok(sr_store_declare(st, "count", SR_INT64, 0, NULL, 0, &n, sizeof(n), &id[2], NULL));
+    assert_sr_ok(sr_store_set_ready(st));
+    for (int64_t step = 1; step <= 2; step++) {
+        fill_pattern(w, SR_FLOAT32, 20, 1, step);
+        fill_pattern(m, SR_FLOAT32, 20, 4, step);
+        fill_pattern(b, SR_FLOAT64, 3, 2, step);
+        fill_pattern(&n, SR_INT64, 1, 3, step);
+        sr_store_tensor t[4] = {
+            {.var_id = id[0], .data = w, .len_bytes = sizeof(w)},
+            {.var_id = id[0], .slot = "momentum", .data = m, .len_bytes = sizeof(m)},
+            {.var_id = id[1], .data = b, .len_bytes = sizeof(b)},
+            {.var_id = id[2], .data = &n, .len_bytes = sizeof(n)},
+        };
+        sr_store_commit c = {.global_step = step, .tensors = t, .ntensors = 4};
+        assert_sr_ok(sr_store_commit_step(st, &c));
+    }
+    sr_store_close(st);
+}
+
+/* python3 reads `file` (npz with numpy.load, safetensors with a strict
+ * parse: header length, JSON, contiguous offsets covering the data) and
+ * compares every array with fill_pattern's values at `step`. */
+static const char check_weights_py[] =
+    "import json, struct, sys\n"
+    "import numpy as np\n"
+    "path, fmt, step = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+    "def pat(tag, n):\n"
+    "    return np.array([(tag * 7919 + step * 131 + i * 7) % 100003 - 50000 for i in range(n)])\n"
+    "want = {'layer/w': (pat(1, 20) * 0.5).astype('<f4').reshape(4, 5),\n"
+    "        'b': (pat(2, 3) * 0.25).astype('<f8'),\n"
+    "        'count': (pat(3, 1)[0] * 1000003).astype('<i8').reshape(())}\n"
+    "if step > 0:\n"
+    "    want['layer/w/momentum'] = (pat(4, 20) * 0.5).astype('<f4').reshape(4, 5)\n"
+    "if fmt == 'npz':\n"
+    "    with np.load(path) as z:\n"
+    "        got = {k: z[k] for k in z.files}\n"
+    "else:\n"
+    "    raw = open(path, 'rb').read()\n"
+    "    n = struct.unpack('<Q', raw[:8])[0]\n"
+    "    assert n % 8 == 0 and 8 + n <= len(raw)\n"
+    "    def strict(pairs):\n"
+    "        keys = [k for k, _ in pairs]\n"
+    "        assert len(keys) == len(set(keys)), keys\n"
+    "        return dict(pairs)\n"
+    "    head = json.loads(raw[8:8 + n].decode('utf-8'), object_pairs_hook=strict)\n"
+    "    meta = head.pop('__metadata__')\n"
+    "    assert meta['global_step'] == str(step), meta\n"
+    "    data = raw[8 + n:]\n"
+    "    dt = {'F32': '<f4', 'F64': '<f8', 'I32': '<i4', 'I64': '<i8'}\n"
+    "    got, end = {}, 0\n"
+    "    for k, v in sorted(head.items(), key=lambda kv: kv[1]['data_offsets']):\n"
+    "        assert set(v) == {'dtype', 'shape', 'data_offsets'}, v\n"
+    "        b, e = v['data_offsets']\n"
+    "        assert b == end and e >= b, (k, v)\n"
+    "        a = np.frombuffer(data[b:e], dtype=dt[v['dtype']])\n"
+    "        got[k] = a.reshape(v['shape'])\n"
+    "        end = e\n"
+    "    assert end == len(data), (end, len(data))\n"
+    "assert sorted(got) == sorted(want), (sorted(got), sorted(want))\n"
+    "for k in want:\n"
+    "    assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k\n"
+    "    assert np.array_equal(got[k], want[k]), (k, got[k], want[k])\n";
+
+static void
+assert_weights_file(const store_fixture *f, const char *file, const char *fmt, int64_t step)
+{
+    char        log[700], s[32];
+    char *const argv[] = {PYTHON, "-c", (char *)check_weights_py, (char *)file, (char *)fmt,
+                          s,      NULL};
+
+    snprintf(s, sizeof(s), "%lld", (long long)step);
+    snprintf(log, sizeof(log), "%s/py.log", f->dir);
+    pid_t pid = sr_test_spawn(argv, log);
+    assert_true(pid > 0);
+    int st = sr_test_reap(pid, 60000);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+        size_t   len;
+        uint8_t *b = read_file_bytes(log, &len);
+        fprintf(stderr, "%s (%s, step %lld) failed:\n%.*s\n", file, fmt, (long long)step, (int)len,
+                b != NULL ? (const char *)b : "");
+        free(b);
+        fail();
+    }
+}
+
+/* No "*.tmp.*" file is left in dir (a failed export removes its own). */
+static void
+assert_no_temp_files(const char *dir)
+{
+    DIR           *d = opendir(dir);
+    struct dirent *e;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        if (strstr(e->d_name, ".tmp.") != NULL) {
+            fprintf(stderr, "left behind: %s/%s\n", dir, e->d_name);
+            closedir(d);
+            fail();
+        }
+    }
+    closedir(d);
+}
+
+/* export --format npz|safetensors: the latest step and a retained older
+ * one, values exact, read by numpy; an unknown step is refused and leaves
+ * no OUT; OUT is never overwritten. */
+static void
+test_cli_store_export_npz_safetensors_values_exact(void **state)
+{
+    store_fixture *f = *state;
+    char          *out = NULL, npz[700], sft[700], old[700], bad[700], nodir[700];
+
+    if (access(syncrep_bin(), X_OK) != 0) {
+        skip();
+    }
+    make_weights_store(f->path);
+    snprintf(npz, sizeof(npz), "%s/w.npz", f->dir);
+    snprintf(sft, sizeof(sft), "%s/w.safetensors", f->dir);
+    snprintf(old, sizeof(old), "%s/w1.npz", f->dir);
+    snprintf(bad, sizeof(bad), "%s/w9.npz", f->dir);
+    snprintf(nodir, sizeof(nodir), "%s/no/such/dir/w.npz", f->dir);
+
+    const char *a1[] = {"export", f->path, "--format", "npz", npz, NULL};
+    assert_int_equal(run_cli_argv(f, &out, a1), 0);
+    assert_non_null(strstr(out, "at step 2"));
+    free(out);
+    const char *a2[] = {"export", "--format", "safetensors", f->path, sft, NULL};
+    assert_int_equal(run_cli_argv(f, NULL, a2), 0);
+    const char *a3[] = {"export", f->path, old, "--step", "1", "--format", "npz", NULL};
+    assert_int_equal(run_cli_argv(f, NULL, a3), 0);
+
+    /* Unknown step: refused, named, no OUT (nor a temp file) left. */
+    const char *a4[] = {"export", f->path, bad, "--step", "9", "--format", "npz", NULL};
+    assert_int_equal(run_cli_argv(f, &out, a4), 1);
+    assert_non_null(strstr(out, "step 9 is not retained (retained: 0 1 2)"));
+    free(out);
+    assert_int_equal(access(bad, F_OK), -1);
+    const char *a5[] = {"export", f->path, bad, "--step", "9", "--format", "safetensors", NULL};
+    assert_int_equal(run_cli_argv(f, NULL, a5), 1);
+    assert_int_equal(access(bad, F_OK), -1);
+    /* An existing OUT is kept; an unwritable location is named. */
+    assert_int_equal(run_cli_argv(f, &out, a1), 1);
+    assert_non_null(strstr(out, "already exists"));
+    free(out);
+    const char *a6[] = {"export", f->path, nodir, "--format", "npz", NULL};
+    assert_int_equal(run_cli_argv(f, &out, a6), 1);
+    assert_non_null(strstr(out, nodir));
+    free(out);
+    const char *a7[] = {"export", f->path, bad, "--format", "hdf5", NULL};
+    assert_int_equal(run_cli_argv(f, NULL, a7), 2);
+    const char *a8[] = {"export", "--help", NULL};
+    assert_int_equal(run_cli_argv(f, &out, a8), 0);
+    assert_non_null(strstr(out, "--format store (the default when --format is absent)"));
+    free(out);
+    assert_no_temp_files(f->dir);
+
+    if (access(PYTHON, X_OK) != 0) {
+        fprintf(stderr, "%s missing: exports not validated\n", PYTHON);
+        return;
+    }
+    assert_weights_file(f, npz, "npz", 2);
+    assert_weights_file(f, sft, "safetensors", 2);
+    assert_weights_file(f, old, "npz", 1);
+}
+
 int
 main(void)
 {
@@ -275,6 +489,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_cli_store_inspect_old_bad_name_escaped_valid_json,
                                         store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cli_store_verify_reports_checksum_and_rollback,
+                                        store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_store_export_npz_safetensors_values_exact,
                                         store_fixture_setup, store_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
