@@ -156,9 +156,10 @@ start_coordinator() {
 }
 
 T0=$(date +%s.%N)
-if [ -e "$STORE" ] && [ "$RESUME" = 0 ]; then
+if { [ -e "$STORE" ] || [ -e "$STORE-mark" ]; } && [ "$RESUME" = 0 ]; then
+    # The mark goes with the store: left alone it would say a store was lost.
     log "starting fresh: removing the previous demo store $STORE (--resume continues it)"
-    rm -f "$STORE" "$STORE-wal" "$STORE-shm" "$STORE-journal"
+    rm -f "$STORE" "$STORE-wal" "$STORE-shm" "$STORE-journal" "$STORE-mark"
 fi
 : >"$COORD_LOG"
 log "store: $STORE"
@@ -227,13 +228,24 @@ if [ "$CHIEF_RC" != 0 ] || [ ! -f "$RESULT" ]; then
     die "the chief failed (exit $CHIEF_RC); see the messages above"
 fi
 
-# The chief has decided: stop the workers, then the coordinator (SIGTERM: it
-# finishes or abandons the current step and commits before exiting).
+# The chief has decided and ended the job (sr_client_finish): the workers'
+# next step returns SR_EDONE and they exit by themselves, then the
+# coordinator commits and exits once they have left.  Whatever still runs
+# after 15 s is stopped (SIGTERM: a coordinator finishes or abandons the
+# current step and commits before exiting).
+wait_exit() {
+    local pid=$1 i
+    for ((i = 0; i < 150; i++)); do
+        alive "$pid" || break
+        sleep 0.1
+    done
+    stop_pid "$pid" "$2"
+}
 for pid in "${WORKER_PIDS[@]:1}"; do
-    [[ " ${DONE_PIDS[*]} " == *" $pid "* ]] || stop_pid "$pid" 3
+    [[ " ${DONE_PIDS[*]} " == *" $pid "* ]] || wait_exit "$pid" 3
 done
 WORKER_PIDS=()
-stop_pid "$COORD_PID" 10
+wait_exit "$COORD_PID" 10
 COORD_PID=
 T1=$(date +%s.%N)
 

@@ -32,6 +32,7 @@
 #define PROG       "fashion_mnist_train"
 #define HIDDEN     256
 #define EVAL_CHUNK 1000
+#define JOB_DONE   1 /* client_fail: SR_EDONE, the job was ended (not a failure) */
 
 static const char usage_text[] =
     "usage: " PROG " --task-index I --workers N [options]\n"
@@ -423,9 +424,37 @@ compute_grads(trainer *t, float *loss)
 static int
 client_fail(const trainer *t, const char *what, int rc)
 {
+    if (rc == SR_EDONE) {
+        return JOB_DONE; /* not a failure: the chief (or --max-steps) ended the job */
+    }
     fprintf(stderr, PROG ": task %d: %s: %s: %s\n", t->o->task, what, sr_strerror(rc),
             sr_client_error(t->c));
     return -1;
+}
+
+/* The chief has what it trained for: it ends the job, so the other workers'
+ * next step returns SR_EDONE and they stop too (instead of waiting for
+ * tokens that no longer come). */
+static void
+end_job(trainer *t)
+{
+    int rc = sr_client_finish(t->c);
+    if (rc != 0) {
+        fprintf(stderr, PROG ": task %d: finish: %s: %s\n", t->o->task, sr_strerror(rc),
+                sr_client_error(t->c));
+    }
+}
+
+/* A loop call's failure rc: JOB_DONE (the job was ended) is the end of the
+ * training, everything else a failure. */
+static int
+job_ended(const trainer *t, int rc)
+{
+    if (rc == JOB_DONE) {
+        say(t->o, "the job has ended at step %" PRId64, sr_client_local_step(t->c));
+        return 0;
+    }
+    return rc;
 }
 
 /* Connect, declare the four variables (the chief with its seeded initial
@@ -622,7 +651,7 @@ train(trainer *t)
             next_log = (step / o->log_every + 1) * o->log_every;
         }
         if ((rc = pull_all(t)) != 0) {
-            return rc;
+            return job_ended(t, rc);
         }
         if (sr_client_incarnation(t->c) != inc) {
             continue; /* restarted between two pulls: pull all four at the restored step */
@@ -648,12 +677,16 @@ train(trainer *t)
             if (r.accuracy >= o->target) {
                 say(o, "target accuracy %.2f%% reached at step %" PRId64 " (%.1f s)",
                     100.0 * o->target, step, r.seconds);
+                end_job(t);
                 return write_result(o, &r, "target");
             }
         }
         restarted = 0;
         if (step >= o->max_steps) {
             say(o, "step budget %" PRId64 " reached", o->max_steps);
+            if (chief) {
+                end_job(t);
+            }
             return chief ? write_result(o, &r, "max-steps") : 0;
         }
 
@@ -668,7 +701,7 @@ train(trainer *t)
         p.loss += loss;
         p.nloss++;
         if ((rc = push_and_step(t)) != 0) {
-            return rc;
+            return job_ended(t, rc);
         }
         if (sr_client_local_step(t->c) >= next_log) {
             progress_line(t, &p, sr_client_local_step(t->c));
