@@ -5,6 +5,9 @@
  * (sr__coord_open_socket), then the incarnation begun, the rewind asked for
  * and the model loaded (sr__coord_start); sr__coord_free releases all of
  * it.  A start refused before sr__coord_start leaves the store as it was.
+ * Before all of it, sr_coord_resolve_opts merges the job's recipe the store
+ * recorded (optimizer, learning rate, ...) into the options and refuses a
+ * silent change of it; sr__coord_start records the recipe in force.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -296,7 +299,8 @@ sr_coord_resolve_opts(sr_coord_opts *o)
             rc = sr_fail(SR_EINVAL,
                          "%s: the store's job was trained with %s %s, given %s %s (restart "
                          "without %s to keep it, or add --reconfigure to change it)",
-                         o->store_path, recipe[i].opt, have, recipe[i].opt, want, recipe[i].opt);
+                         o->store_path, recipe[i].opt, SR_ESC(have), recipe[i].opt, want,
+                         recipe[i].opt);
         } else if (len < sizeof(o->reconfigured)) {
             len += (size_t)snprintf(o->reconfigured + len, sizeof(o->reconfigured) - len,
                                     "%s%s %s->%s", len ? " " : "", recipe[i].key, have, want);
@@ -430,8 +434,10 @@ sr__coord_start(coord *c)
     }
     if (o->reconfigured[0] != '\0') {
         SR_LOG(SR_LOG_WARN, "COORD-RECONFIGURE", "store=%s incarnation=%" PRIu64 " changed=\"%s\"",
-               o->store_path, c->incarnation, o->reconfigured);
-        sr_strbuf_printf(&cfg, ",\"reconfigured\":\"%s\"", o->reconfigured);
+               o->store_path, c->incarnation, SR_ESC(o->reconfigured));
+        /* The old values are the store's text: escaped, whatever it held. */
+        sr_strbuf_printf(&cfg, ",\"reconfigured\":");
+        sr_strbuf_json_str(&cfg, o->reconfigured);
     }
     sr_strbuf_printf(&cfg, "}");
     rc = sr_strbuf_result(&cfg, &cfg_text);
