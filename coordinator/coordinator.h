@@ -88,9 +88,10 @@ sr_err sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop);
  * o->reconfigure (then o->reconfigured lists the changes, old->new).  Also
  * SR_EINVAL: a given option the (resulting) optimizer does not use
  * (--momentum without momentum, --beta1/--beta2/--epsilon without adam).
- * Opens the store under its writer lock and writes nothing; when
- * the store cannot be opened or locked it returns SR_OK and leaves o as it
- * was (sr_coord_run then refuses the start with the reason). */
+ * Opens the store under its writer lock and writes nothing.  When the
+ * store exists but cannot be locked or opened: that error (SR_EBUSY,
+ * SR_EROLLBACK, ...) if no learning rate was given, else SR_OK with o as it
+ * was (sr_coord_run then refuses the start, logging the reason). */
 sr_err sr_coord_resolve_opts(sr_coord_opts *o);
 
 #endif

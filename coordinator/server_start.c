@@ -219,32 +219,37 @@ recipe_apply(sr_coord_opts *o, int i, const char *text)
     return sr_fail(SR_ECORRUPT, "stored %s \"%s\" is not a value", recipe[i].key, SR_ESC(text));
 }
 
-/* The stored config text of the store at o->store_path (malloc'd; "" for
- * none), or NULL when it cannot be read without changing it: absent, held
- * by another coordinator, refused by sr_store_open (sr_coord_run says why).
- * Nothing is written. */
-static char *
-read_stored_config(const sr_coord_opts *o)
+/* The stored config text of the store at o->store_path into *cfg
+ * (malloc'd; "" for none), or *cfg NULL when there is none to read: the
+ * store is absent.  An error when it exists but cannot be read without
+ * changing it: held by another coordinator, refused by sr_store_open (the
+ * same refusal sr_coord_run would give).  Nothing is written. */
+static sr_err
+read_stored_config(const sr_coord_opts *o, char **cfg)
 {
     sr_store_opts so;
     sr_store     *st = NULL;
-    char         *cfg = NULL;
     int           fd = -1;
+    sr_err        rc;
 
-    if (access(o->store_path, F_OK) != 0 || sr__coord_lock_store(o->store_path, &fd) != SR_OK) {
-        return NULL;
+    *cfg = NULL;
+    if (access(o->store_path, F_OK) != 0) {
+        return SR_OK;
+    }
+    if ((rc = sr__coord_lock_store(o->store_path, &fd)) != SR_OK) {
+        return rc;
     }
     /* Opened as sr__coord_open_store will (a read-only handle would make
      * an empty -wal beside a store whose -wal is lost, hiding the loss). */
     sr__coord_store_opts(o, &so);
     so.create = 0;
     so.accept_rollback = o->accept_rollback;
-    if (sr_store_open(o->store_path, &so, &st) == SR_OK && sr_store_get_config(st, &cfg) != SR_OK) {
-        cfg = NULL;
+    if ((rc = sr_store_open(o->store_path, &so, &st)) == SR_OK) {
+        rc = sr_store_get_config(st, cfg);
     }
     sr_store_close(st);
     sr__coord_unlock_store(fd);
-    return cfg;
+    return rc;
 }
 
 /* Options the optimizer in o does not use, given anyway. */
@@ -277,7 +282,15 @@ sr_coord_resolve_opts(sr_coord_opts *o)
     sr_err rc = SR_OK;
 
     o->reconfigured[0] = '\0';
-    if (o->store_path == NULL || (cfg = read_stored_config(o)) == NULL) {
+    if (o->store_path == NULL) {
+        return check_recipe_consistent(o);
+    }
+    if ((rc = read_stored_config(o, &cfg)) != SR_OK) {
+        /* Without the store's learning rate the start cannot go on; with
+         * one given, sr_coord_run refuses it, logging why. */
+        return !(o->given & SR_COORD_GIVEN_LR) ? rc : check_recipe_consistent(o);
+    }
+    if (cfg == NULL) {
         return check_recipe_consistent(o);
     }
     for (int i = 0; i < RC_COUNT && rc == SR_OK; i++) {

@@ -201,7 +201,7 @@ test_config_new_variable_on_ready_model_needs_the_option(void **state)
     sr_harness    h;
     const int64_t shape[2] = {4, 3};
     float         w[12] = {0};
-    char          out[4096];
+    char          out[4096], log2[600];
     (void)state;
 
     sr_harness_init(&h, "newvar");
@@ -213,6 +213,14 @@ test_config_new_variable_on_ready_model_needs_the_option(void **state)
     assert_non_null(strstr(sr_client_error(c), "--allow-new-variables"));
     assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
     assert_null(strstr(out, "\"w\""));
+    /* A second coordinator without --learning-rate while this one runs:
+     * refused for the store in use, not for the learning rate it could not
+     * read. */
+    snprintf(log2, sizeof(log2), "%s/second.log", h.dir);
+    int ws = run_coordinator(&h, log2, NULL, NULL, NULL, NULL);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    assert_true(file_has(log2, "is in use by another coordinator"));
+    assert_false(file_has(log2, "--learning-rate is required"));
     sr_client_close(c);
     assert_int_equal(sr_harness_stop(&h), 0);
 
