@@ -19,8 +19,13 @@ on_signal(int sig)
 }
 
 static const char usage_text[] =
-    "usage: syncrep coordinator --store PATH --replicas-to-aggregate R --learning-rate LR "
+    "usage: syncrep coordinator --store PATH --replicas-to-aggregate R [--learning-rate LR] "
     "[options]\n"
+    "\n"
+    "  A store keeps its job's recipe (optimizer and its settings, learning rate,\n"
+    "  EMA, sparse mean, non-finite policy, partition size): a restart takes it for\n"
+    "  every one of those options not given; one given with another value is\n"
+    "  refused without --reconfigure (docs/operations.md, \"Restarting\").\n"
     "\n"
     "  --store PATH                  SQLite store (created if absent)\n"
     "  --bind ENDPOINT               default tcp://127.0.0.1:7070 (ipc://PATH works too)\n"
@@ -29,10 +34,10 @@ static const char usage_text[] =
     "  --init-tokens K               tokens when the model becomes ready (default R;\n"
     "                                refused if K < R - N)\n"
     "  --optimizer sgd|momentum|adam default sgd\n"
-    "  --learning-rate LR            required\n"
-    "  --momentum M                  default 0.9\n"
-    "  --beta1 B1 --beta2 B2         default 0.9, 0.999\n"
-    "  --epsilon E                   default 1e-8\n"
+    "  --learning-rate LR            required for a new store; default: the store's\n"
+    "  --momentum M                  default 0.9 (--optimizer momentum only)\n"
+    "  --beta1 B1 --beta2 B2         default 0.9, 0.999 (--optimizer adam only)\n"
+    "  --epsilon E                   default 1e-8 (--optimizer adam only)\n"
     "  --ema-decay D                 keep exponential moving averages of the variables\n"
     "  --checkpoint-every-steps N    default 1 (every step durable); 0 = only on shutdown\n"
     "  --keep-checkpoints K          retained restorable steps (default 3)\n"
@@ -88,6 +93,12 @@ static const char usage_text[] =
     "                                spare workers wait beyond the N); others are refused\n"
     "  --max-clients C               worker clients admitted at once (default 64, or\n"
     "                                4 per task above 16 tasks); more are refused\n"
+    "  --reconfigure                 apply recipe options that differ from the store's\n"
+    "                                (logged as COORD-RECONFIGURE, recorded with the\n"
+    "                                incarnation); refused without it\n"
+    "  --allow-new-variables         let the chief declare a variable the model lacks\n"
+    "                                once it is ready (refused without it: a program\n"
+    "                                declaring another model must not change this one)\n"
     "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n";
 
 static int
@@ -105,7 +116,6 @@ sr__cli_coordinator(int argc, char **argv)
 {
     sr_coord_opts o;
     long long     v;
-    int           have_lr = 0;
 
     sr_coord_opts_default(&o);
     o.R = 0;
@@ -125,6 +135,14 @@ sr__cli_coordinator(int argc, char **argv)
         }
         if (strcmp(a, "--accept-rollback") == 0) {
             o.accept_rollback = 1;
+            continue;
+        }
+        if (strcmp(a, "--reconfigure") == 0) {
+            o.reconfigure = 1;
+            continue;
+        }
+        if (strcmp(a, "--allow-new-variables") == 0) {
+            o.allow_new_variables = 1;
             continue;
         }
         if (!need(i, argc, argv)) {
@@ -156,23 +174,29 @@ sr__cli_coordinator(int argc, char **argv)
             o.init_tokens = (int)v;
         } else if (strcmp(a, "--optimizer") == 0) {
             bad = sr__optim_parse(val, &o.optim.kind) != SR_OK;
+            o.given |= SR_COORD_GIVEN_OPTIMIZER;
         } else if (strcmp(a, "--learning-rate") == 0) {
             bad = sr_args_parse_f64(val, &o.optim.lr) || !(o.optim.lr > 0);
-            have_lr = 1;
+            o.given |= SR_COORD_GIVEN_LR;
         } else if (strcmp(a, "--momentum") == 0) {
             bad = sr_args_parse_f64(val, &o.optim.momentum) || o.optim.momentum < 0;
+            o.given |= SR_COORD_GIVEN_MOMENTUM;
         } else if (strcmp(a, "--beta1") == 0) {
             bad = sr_args_parse_f64(val, &o.optim.beta1) ||
                   !(o.optim.beta1 >= 0 && o.optim.beta1 < 1);
+            o.given |= SR_COORD_GIVEN_BETA1;
         } else if (strcmp(a, "--beta2") == 0) {
             bad = sr_args_parse_f64(val, &o.optim.beta2) ||
                   !(o.optim.beta2 >= 0 && o.optim.beta2 < 1);
+            o.given |= SR_COORD_GIVEN_BETA2;
         } else if (strcmp(a, "--epsilon") == 0) {
             bad = sr_args_parse_f64(val, &o.optim.epsilon) || !(o.optim.epsilon > 0);
+            o.given |= SR_COORD_GIVEN_EPSILON;
         } else if (strcmp(a, "--ema-decay") == 0) {
             bad = sr_args_parse_f64(val, &o.optim.ema_decay) ||
                   !(o.optim.ema_decay >= 0 && o.optim.ema_decay < 1);
             o.optim.ema = 1;
+            o.given |= SR_COORD_GIVEN_EMA;
         } else if (strcmp(a, "--checkpoint-every-steps") == 0) {
             bad = sr_args_parse_i64(val, 0, 1LL << 40, &v);
             o.checkpoint_every = (int)v;
@@ -198,9 +222,11 @@ sr__cli_coordinator(int argc, char **argv)
             bad = strcmp(val, "per-row") != 0 && strcmp(val, "per-replica") != 0;
             o.optim.sparse_mean = strcmp(val, "per-replica") == 0 ? SR_SPARSE_MEAN_PER_REPLICA
                                                                   : SR_SPARSE_MEAN_PER_ROW;
+            o.given |= SR_COORD_GIVEN_SPARSE_MEAN;
         } else if (strcmp(a, "--nonfinite") == 0) {
             bad = strcmp(val, "reject") != 0 && strcmp(val, "allow") != 0;
             o.nonfinite_allow = strcmp(val, "allow") == 0;
+            o.given |= SR_COORD_GIVEN_NONFINITE;
         } else if (strcmp(a, "--curve-secret-key-file") == 0) {
             o.curve_secret_key_file = val;
         } else if (strcmp(a, "--authorized-keys") == 0) {
@@ -217,9 +243,11 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--partition-kib") == 0) {
             bad = sr_args_parse_i64(val, 0, 1 << 30, &v);
             o.partition_bytes = (uint64_t)v << 10;
+            o.given |= SR_COORD_GIVEN_PARTITION;
         } else if (strcmp(a, "--partition-bytes") == 0) {
             bad = sr_args_parse_i64(val, 0, 1LL << 40, &v);
             o.partition_bytes = (uint64_t)v;
+            o.given |= SR_COORD_GIVEN_PARTITION;
         } else if (strcmp(a, "--max-message-mib") == 0) {
             bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.max_message_bytes = (uint64_t)v << 20;
@@ -245,9 +273,6 @@ sr__cli_coordinator(int argc, char **argv)
     if (o.R < 1) {
         return sr_args_usage_error("coordinator", "--replicas-to-aggregate is required");
     }
-    if (!have_lr) {
-        return sr_args_usage_error("coordinator", "--learning-rate is required");
-    }
     if (o.N < 0) {
         o.N = o.R;
     }
@@ -261,6 +286,18 @@ sr__cli_coordinator(int argc, char **argv)
                                    "--init-tokens %d is too few to finish the first step "
                                    "(need at least R - N = %d)",
                                    k, o.R - o.N);
+    }
+
+    /* The store's recipe for what was not given; a given option that
+     * changes it is refused here, before the store counts an incarnation. */
+    sr_err rc = sr_coord_resolve_opts(&o);
+    if (rc != SR_OK) {
+        fprintf(stderr, "syncrep coordinator: %s: %s\n", sr_strerror(rc), sr_errdetail());
+        return 1;
+    }
+    if (!(o.optim.lr > 0)) {
+        return sr_args_usage_error("coordinator", "--learning-rate is required (the store "
+                                                  "records none)");
     }
 
     /* Each gradient arrives in a buffer ZeroMQ mallocs and frees: keep
@@ -278,7 +315,7 @@ sr__cli_coordinator(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    sr_err rc = sr_coord_run(&o, &stop_flag);
+    rc = sr_coord_run(&o, &stop_flag);
     if (rc != SR_OK) {
         fprintf(stderr, "syncrep coordinator: %s: %s\n", sr_strerror(rc), sr_errdetail());
         return 1;

@@ -46,11 +46,32 @@ typedef struct {
                                           its own accumulator and push (0 = never) */
     uint64_t max_message_bytes;        /* ZMQ_MAXMSGSIZE floor; the largest variable plus
                                           headroom is always allowed */
-    int     deterministic_sum;         /* sum a step's gradients in task order, not arrival order */
-    int     max_clients; /* clients admitted at once (each worker process is one); 0: auto */
-    int     max_tasks;   /* task indexes admitted are 0..max_tasks-1; 0: N */
-    int64_t max_steps;   /* the job ends when the global step reaches it; 0: never */
+    int      deterministic_sum;        /* sum a step's gradients in task order, not arrival order */
+    int      max_clients;     /* clients admitted at once (each worker process is one); 0: auto */
+    int      max_tasks;       /* task indexes admitted are 0..max_tasks-1; 0: N */
+    unsigned given;           /* SR_COORD_GIVEN_* bits: the job's recipe options set by the caller
+                                 (the others come from the store, sr_coord_resolve_opts) */
+    int  reconfigure;         /* a given recipe option may differ from the store's */
+    int  allow_new_variables; /* a DECLARE may add a variable to a ready model */
+    char reconfigured[512];   /* "optimizer adam->sgd ..." (sr_coord_resolve_opts): the
+                                 changes --reconfigure applied; "" for none */
+    int64_t max_steps;        /* the job ends when the global step reaches it; 0: never */
 } sr_coord_opts;
+
+/* The job's recipe: the options a store keeps from one start to the next
+ * (docs/operations.md, "Restarting").  R, N and the rest are free. */
+enum {
+    SR_COORD_GIVEN_OPTIMIZER = 1u << 0,
+    SR_COORD_GIVEN_LR = 1u << 1,
+    SR_COORD_GIVEN_MOMENTUM = 1u << 2,
+    SR_COORD_GIVEN_BETA1 = 1u << 3,
+    SR_COORD_GIVEN_BETA2 = 1u << 4,
+    SR_COORD_GIVEN_EPSILON = 1u << 5,
+    SR_COORD_GIVEN_EMA = 1u << 6,
+    SR_COORD_GIVEN_SPARSE_MEAN = 1u << 7,
+    SR_COORD_GIVEN_NONFINITE = 1u << 8,
+    SR_COORD_GIVEN_PARTITION = 1u << 9
+};
 
 /* Defaults for everything but store_path, R and optim.lr. */
 void sr_coord_opts_default(sr_coord_opts *o);
@@ -60,5 +81,18 @@ void sr_coord_opts_default(sr_coord_opts *o);
  * (store, bind, bad options) or the store fails in a way that cannot be
  * retried; the error is logged before returning. */
 sr_err sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop);
+
+/* Before sr_coord_run: read the recipe the store at o->store_path last ran
+ * with (nothing when it does not exist yet, or records none) and take it
+ * for every recipe option not in o->given.  A given one that differs is
+ * SR_EINVAL naming the option, the stored value and the given one, unless
+ * o->reconfigure (then o->reconfigured lists the changes, old->new).  Also
+ * SR_EINVAL: a given option the (resulting) optimizer does not use
+ * (--momentum without momentum, --beta1/--beta2/--epsilon without adam).
+ * Opens the store under its writer lock and writes nothing.  When the
+ * store exists but cannot be locked or opened: that error (SR_EBUSY,
+ * SR_EROLLBACK, ...) if no learning rate was given, else SR_OK with o as it
+ * was (sr_coord_run then refuses the start, logging the reason). */
+sr_err sr_coord_resolve_opts(sr_coord_opts *o);
 
 #endif

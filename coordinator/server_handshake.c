@@ -232,6 +232,15 @@ sr__coord_handle_declare(coord *c, req_ctx *r)
                   sr__coord_model_ready(c) ? "" : " (model not ready yet)");
         return;
     }
+    if (sr__coord_model_ready(c) && !c->o->allow_new_variables) {
+        /* A program declaring another model (a wrong shape, a renamed
+         * variable) must not change this one for good. */
+        REPLY_ERR(r, SR_EINVAL,
+                  "declare %s: the model is ready and has no such variable; adding one to a "
+                  "ready model needs the coordinator option --allow-new-variables",
+                  SR_ESC(d.name));
+        return;
+    }
     if (fits_memory(c, d.name, nbytes, trainable) != SR_OK) {
         REPLY_ERR(r, SR_ENOMEM, "%s", sr_errdetail());
         return;

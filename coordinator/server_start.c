@@ -5,11 +5,16 @@
  * (sr__coord_open_socket), then the incarnation begun, the rewind asked for
  * and the model loaded (sr__coord_start); sr__coord_free releases all of
  * it.  A start refused before sr__coord_start leaves the store as it was.
+ * Before all of it, sr_coord_resolve_opts merges the job's recipe the store
+ * recorded (optimizer, learning rate, ...) into the options and refuses a
+ * silent change of it; sr__coord_start records the recipe in force.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coordinator/exclusive.h"
 #include "coordinator/server_int.h"
@@ -44,6 +49,278 @@ check_resume_step(coord *c, int64_t step)
                        : sr_fail(SR_ENOENT,
                                  "%s: step %" PRId64 " is not a retained checkpoint (retained: %s)",
                                  c->o->store_path, step, have);
+}
+
+/* A double as the shortest of %.15g/%.17g that reads back as the same
+ * value: "0.1", not "0.10000000000000001". */
+static void
+fmt_num(char *out, size_t cap, double v)
+{
+    snprintf(out, cap, "%.15g", v);
+    if (strtod(out, NULL) != v) {
+        snprintf(out, cap, "%.17g", v);
+    }
+}
+
+/* The value of "key" in the flat JSON object the coordinator stores (its
+ * own writing: no nesting, no escapes in the values it reads back) as
+ * text: a string without its quotes, a number or true/false.  0 when the
+ * key is absent (a store written before the key was). */
+static int
+cfg_get(const char *json, const char *key, char *out, size_t cap)
+{
+    char        pat[64];
+    const char *p;
+    size_t      n = 0;
+
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    if ((p = strstr(json, pat)) == NULL) {
+        return 0;
+    }
+    p += strlen(pat);
+    if (*p == '"') {
+        for (p++; p[n] != '\0' && p[n] != '"'; n++) {
+        }
+    } else {
+        for (; p[n] != '\0' && p[n] != ',' && p[n] != '}'; n++) {
+        }
+    }
+    if (n == 0 || n >= cap) {
+        return 0;
+    }
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return 1;
+}
+
+/* The recipe options: the name on the command line, the key in the stored
+ * config, and the bit in sr_coord_opts.given. */
+enum {
+    RC_OPTIMIZER,
+    RC_LR,
+    RC_MOMENTUM,
+    RC_BETA1,
+    RC_BETA2,
+    RC_EPSILON,
+    RC_EMA,
+    RC_SPARSE,
+    RC_NONFINITE,
+    RC_PARTITION,
+    RC_COUNT
+};
+static const struct {
+    const char *opt, *key;
+    unsigned    bit;
+} recipe[RC_COUNT] = {
+    {"--optimizer", "optimizer", SR_COORD_GIVEN_OPTIMIZER},
+    {"--learning-rate", "learning_rate", SR_COORD_GIVEN_LR},
+    {"--momentum", "momentum", SR_COORD_GIVEN_MOMENTUM},
+    {"--beta1", "beta1", SR_COORD_GIVEN_BETA1},
+    {"--beta2", "beta2", SR_COORD_GIVEN_BETA2},
+    {"--epsilon", "epsilon", SR_COORD_GIVEN_EPSILON},
+    {"--ema-decay", "ema_decay", SR_COORD_GIVEN_EMA},
+    {"--sparse-mean", "sparse_mean", SR_COORD_GIVEN_SPARSE_MEAN},
+    {"--nonfinite", "nonfinite", SR_COORD_GIVEN_NONFINITE},
+    {"--partition-bytes", "partition_bytes", SR_COORD_GIVEN_PARTITION},
+};
+
+/* Recipe option i of o as the text the stored config holds. */
+static void
+recipe_text(const sr_coord_opts *o, int i, char *out, size_t cap)
+{
+    switch (i) {
+    case RC_OPTIMIZER:
+        snprintf(out, cap, "%s", sr__optim_name(o->optim.kind));
+        break;
+    case RC_LR:
+        fmt_num(out, cap, o->optim.lr);
+        break;
+    case RC_MOMENTUM:
+        fmt_num(out, cap, o->optim.momentum);
+        break;
+    case RC_BETA1:
+        fmt_num(out, cap, o->optim.beta1);
+        break;
+    case RC_BETA2:
+        fmt_num(out, cap, o->optim.beta2);
+        break;
+    case RC_EPSILON:
+        fmt_num(out, cap, o->optim.epsilon);
+        break;
+    case RC_EMA:
+        if (o->optim.ema) {
+            fmt_num(out, cap, o->optim.ema_decay);
+        } else {
+            snprintf(out, cap, "off");
+        }
+        break;
+    case RC_SPARSE:
+        snprintf(out, cap, "%s",
+                 o->optim.sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? "per-replica" : "per-row");
+        break;
+    case RC_NONFINITE:
+        snprintf(out, cap, "%s", o->nonfinite_allow ? "allow" : "reject");
+        break;
+    default:
+        snprintf(out, cap, "%" PRIu64, o->partition_bytes);
+        break;
+    }
+}
+
+/* Set recipe option i of o from its stored text; SR_ECORRUPT when the
+ * text is not one this coordinator writes. */
+static sr_err
+recipe_apply(sr_coord_opts *o, int i, const char *text)
+{
+    char  *end = NULL;
+    double d = strtod(text, &end);
+    int    num = end != text && *end == '\0';
+
+    switch (i) {
+    case RC_OPTIMIZER:
+        return sr__optim_parse(text, &o->optim.kind) == SR_OK
+                   ? SR_OK
+                   : sr_fail(SR_ECORRUPT, "stored optimizer \"%s\" is unknown", SR_ESC(text));
+    case RC_EMA:
+        o->optim.ema = strcmp(text, "off") != 0;
+        if (o->optim.ema && !num) {
+            break;
+        }
+        if (o->optim.ema) {
+            o->optim.ema_decay = d;
+        }
+        return SR_OK;
+    case RC_SPARSE:
+        o->optim.sparse_mean =
+            strcmp(text, "per-replica") == 0 ? SR_SPARSE_MEAN_PER_REPLICA : SR_SPARSE_MEAN_PER_ROW;
+        return SR_OK;
+    case RC_NONFINITE:
+        o->nonfinite_allow = strcmp(text, "allow") == 0;
+        return SR_OK;
+    default:
+        if (!num) {
+            break;
+        }
+        if (i == RC_LR) {
+            o->optim.lr = d;
+        } else if (i == RC_MOMENTUM) {
+            o->optim.momentum = d;
+        } else if (i == RC_BETA1) {
+            o->optim.beta1 = d;
+        } else if (i == RC_BETA2) {
+            o->optim.beta2 = d;
+        } else if (i == RC_EPSILON) {
+            o->optim.epsilon = d;
+        } else {
+            o->partition_bytes = (uint64_t)d;
+        }
+        return SR_OK;
+    }
+    return sr_fail(SR_ECORRUPT, "stored %s \"%s\" is not a value", recipe[i].key, SR_ESC(text));
+}
+
+/* The stored config text of the store at o->store_path into *cfg
+ * (malloc'd; "" for none), or *cfg NULL when there is none to read: the
+ * store is absent.  An error when it exists but cannot be read without
+ * changing it: held by another coordinator, refused by sr_store_open (the
+ * same refusal sr_coord_run would give).  Nothing is written. */
+static sr_err
+read_stored_config(const sr_coord_opts *o, char **cfg)
+{
+    sr_store_opts so;
+    sr_store     *st = NULL;
+    int           fd = -1;
+    sr_err        rc;
+
+    *cfg = NULL;
+    if (access(o->store_path, F_OK) != 0) {
+        return SR_OK;
+    }
+    if ((rc = sr__coord_lock_store(o->store_path, &fd)) != SR_OK) {
+        return rc;
+    }
+    /* Opened as sr__coord_open_store will (a read-only handle would make
+     * an empty -wal beside a store whose -wal is lost, hiding the loss). */
+    sr__coord_store_opts(o, &so);
+    so.create = 0;
+    so.accept_rollback = o->accept_rollback;
+    if ((rc = sr_store_open(o->store_path, &so, &st)) == SR_OK) {
+        rc = sr_store_get_config(st, cfg);
+    }
+    sr_store_close(st);
+    sr__coord_unlock_store(fd);
+    return rc;
+}
+
+/* Options the optimizer in o does not use, given anyway. */
+static sr_err
+check_recipe_consistent(const sr_coord_opts *o)
+{
+    const char *kind = sr__optim_name(o->optim.kind);
+
+    if ((o->given & SR_COORD_GIVEN_MOMENTUM) && o->optim.kind != SR_OPT_MOMENTUM) {
+        return sr_fail(SR_EINVAL,
+                       "--momentum applies to --optimizer momentum only (the optimizer "
+                       "is %s)",
+                       kind);
+    }
+    for (int i = RC_BETA1; i <= RC_EPSILON; i++) {
+        if ((o->given & recipe[i].bit) && o->optim.kind != SR_OPT_ADAM) {
+            return sr_fail(SR_EINVAL, "%s applies to --optimizer adam only (the optimizer is %s)",
+                           recipe[i].opt, kind);
+        }
+    }
+    return SR_OK;
+}
+
+sr_err
+sr_coord_resolve_opts(sr_coord_opts *o)
+{
+    char  *cfg;
+    char   have[64], want[64];
+    size_t len = 0;
+    sr_err rc = SR_OK;
+
+    o->reconfigured[0] = '\0';
+    if (o->store_path == NULL) {
+        return check_recipe_consistent(o);
+    }
+    if ((rc = read_stored_config(o, &cfg)) != SR_OK) {
+        /* Without the store's learning rate the start cannot go on; with
+         * one given, sr_coord_run refuses it, logging why. */
+        return !(o->given & SR_COORD_GIVEN_LR) ? rc : check_recipe_consistent(o);
+    }
+    if (cfg == NULL) {
+        return check_recipe_consistent(o);
+    }
+    for (int i = 0; i < RC_COUNT && rc == SR_OK; i++) {
+        if (!cfg_get(cfg, recipe[i].key, have, sizeof(have))) {
+            continue; /* a store from before the option was kept, or a new one */
+        }
+        recipe_text(o, i, want, sizeof(want));
+        char  *end = NULL;
+        double d = strtod(have, &end);
+        if (end != have && *end == '\0') {
+            fmt_num(have, sizeof(have), d); /* an older store's %.17g */
+        }
+        if (strcmp(have, want) == 0) {
+            continue;
+        }
+        if (!(o->given & recipe[i].bit)) {
+            rc = recipe_apply(o, i, have);
+        } else if (!o->reconfigure) {
+            rc = sr_fail(SR_EINVAL,
+                         "%s: the store's job was trained with %s %s, given %s %s (restart "
+                         "without %s to keep it, or add --reconfigure to change it)",
+                         o->store_path, recipe[i].opt, SR_ESC(have), recipe[i].opt, want,
+                         recipe[i].opt);
+        } else if (len < sizeof(o->reconfigured)) {
+            len += (size_t)snprintf(o->reconfigured + len, sizeof(o->reconfigured) - len,
+                                    "%s%s %s->%s", len ? " " : "", recipe[i].key, have, want);
+        }
+    }
+    free(cfg);
+    return rc != SR_OK ? rc : check_recipe_consistent(o);
 }
 
 /* Lock and open the store, check what the options ask of it, and note the
@@ -153,12 +430,29 @@ sr__coord_start(coord *c)
     c->restored_step = info.global_step;
     sr_strbuf_init(&cfg);
     sr_strbuf_printf(&cfg,
-                     "{\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
-                     "\"learning_rate\":%.17g,\"checkpoint_every_steps\":%d,\"step_log\":%s,"
-                     "\"commit\":\"%s\",\"sync\":\"%s\",\"partition_bytes\":%" PRIu64 "}",
-                     o->R, o->N, sr__optim_name(o->optim.kind), o->optim.lr, o->checkpoint_every,
-                     o->step_log ? "true" : "false", o->commit_async ? "async" : "sync",
-                     o->sync_normal ? "normal" : "full", o->partition_bytes);
+                     "{\"replicas_to_aggregate\":%d,\"total_replicas\":%d,"
+                     "\"checkpoint_every_steps\":%d,\"step_log\":%s,\"commit\":\"%s\","
+                     "\"sync\":\"%s\"",
+                     o->R, o->N, o->checkpoint_every, o->step_log ? "true" : "false",
+                     o->commit_async ? "async" : "sync", o->sync_normal ? "normal" : "full");
+    /* The recipe, read back by the next start (sr_coord_resolve_opts). */
+    for (int i = 0; i < RC_COUNT; i++) {
+        char v[64];
+        recipe_text(o, i, v, sizeof(v));
+        if (i == RC_OPTIMIZER || i == RC_EMA || i == RC_SPARSE || i == RC_NONFINITE) {
+            sr_strbuf_printf(&cfg, ",\"%s\":\"%s\"", recipe[i].key, v);
+        } else {
+            sr_strbuf_printf(&cfg, ",\"%s\":%s", recipe[i].key, v);
+        }
+    }
+    if (o->reconfigured[0] != '\0') {
+        SR_LOG(SR_LOG_WARN, "COORD-RECONFIGURE", "store=%s incarnation=%" PRIu64 " changed=\"%s\"",
+               o->store_path, c->incarnation, SR_ESC(o->reconfigured));
+        /* The old values are the store's text: escaped, whatever it held. */
+        sr_strbuf_printf(&cfg, ",\"reconfigured\":");
+        sr_strbuf_json_str(&cfg, o->reconfigured);
+    }
+    sr_strbuf_printf(&cfg, "}");
     rc = sr_strbuf_result(&cfg, &cfg_text);
     if (rc == SR_OK) {
         rc = sr_store_set_config(c->st, cfg_text);

@@ -69,7 +69,8 @@ test_protocol_declare_in_parts(void **state)
     }
     sr_harness_init(&h, "declparts");
     sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
-                     "--max-message-mib", "1", "--partition-kib", "0", NULL);
+                     "--max-message-mib", "1", "--partition-kib", "0", "--allow-new-variables",
+                     NULL);
     sr_client *chief = sr_harness_client(&h, 0);
     assert_sr_ok(sr_client_declare(chief, "big", SR_FLOAT32, 1, shape, v0));
     assert_sr_ok(sr_client_ready(chief));
@@ -136,7 +137,8 @@ test_protocol_declare_in_parts(void **state)
     /* Restarted on the store: the limit grows to the biggest variable + 1
      * MiB, and the value is the declared one. */
     sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
-                     "--max-message-mib", "1", "--partition-kib", "0", NULL);
+                     "--max-message-mib", "1", "--partition-kib", "0", "--allow-new-variables",
+                     NULL);
     chief = sr_harness_client(&h, 0);
     assert_sr_ok(sr_client_declare(chief, "big", SR_FLOAT32, 1, shape, v0));
     assert_sr_ok(sr_client_ready(chief));

@@ -247,9 +247,10 @@ proto_setup(sr_harness *h, const char *tag, const char *R)
     sr_client    *chief;
 
     sr_harness_init(h, tag);
-    /* Raw clients and second workers join as tasks 1 and 2. */
+    /* Raw clients and second workers join as tasks 1 and 2; the tests
+     * declare more variables once the model is ready. */
     sr_harness_start(h, "--replicas-to-aggregate", R, "--learning-rate", "1.0", "--max-tasks", "3",
-                     NULL);
+                     "--allow-new-variables", NULL);
     chief = sr_harness_client(h, 0);
     assert_sr_ok(sr_client_declare(chief, "x", SR_FLOAT64, 0, NULL, &x0));
     assert_sr_ok(sr_client_declare(chief, "n", SR_INT64, 0, NULL, &n0));

@@ -204,7 +204,8 @@ test_restart_kill9_between_and_mid_step_loses_nothing(void **state)
 #define PV_N 8
 _Static_assert(PV_N <= LOOP_MAX_N, "loop() holds at most LOOP_MAX_N elements");
 
-/* The partition size may change between runs: a coordinator killed while
+/* The partition size may change between runs (with --reconfigure: it is
+ * part of the job's recipe): a coordinator killed while
  * v = float64[8] was 4 partitions (16 bytes) comes back with 2 (32 bytes);
  * the clients learn the new layout from the new incarnation's HELLO, the
  * model stays exact, and the step log has each step's layout, R = 2 in
@@ -235,7 +236,7 @@ test_restart_with_another_partition_size(void **state)
     g1 = gstep(c[0]);
     sr_harness_kill9(&h);
     sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--step-log",
-                     "--partition-bytes", "32", NULL);
+                     "--partition-bytes", "32", "--reconfigure", NULL);
     assert_int_equal(gstep(c[0]), g1);
     train_until(c, "v", PV_N, g1 + 4);
     gfinal = gstep(c[0]);
