@@ -19,22 +19,6 @@
 #include "store/store.h"
 #include "syncrep/syncrep.h"
 
-static int
-file_has(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    char  line[4096];
-    int   found = 0;
-
-    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
-        found = strstr(line, needle) != NULL;
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    return found;
-}
-
 /* `syncrep coordinator --store S --bind E --replicas-to-aggregate 1` plus
  * up to four more arguments (NULL ends them), run until it exits; its wait
  * status.  Output into log. */
@@ -138,18 +122,21 @@ test_config_restart_keeps_the_recipe_changes_only_with_reconfigure(void **state)
     /* Another optimizer, another learning rate: refused, nothing written. */
     ws = run_coordinator(&h, log2, "--optimizer", "sgd", NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "trained with --optimizer adam, given --optimizer sgd"));
+    assert_true(
+        sr_harness_file_count(log2, "trained with --optimizer adam, given --optimizer sgd"));
     ws = run_coordinator(&h, log2, "--learning-rate", "0.5", NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "trained with --learning-rate 0.25, given --learning-rate 0.5"));
+    assert_true(sr_harness_file_count(
+        log2, "trained with --learning-rate 0.25, given --learning-rate 0.5"));
     /* The same values given again are no change. */
     assert_int_equal(store_incarnation(&h, cfg, sizeof(cfg)), 2);
 
     /* --momentum with sgd or adam, --beta1 with sgd: refused. */
     ws = run_coordinator(&h, log2, "--momentum", "0.9", NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "--momentum applies to --optimizer momentum only (the optimizer "
-                               "is adam)"));
+    assert_true(sr_harness_file_count(
+        log2, "--momentum applies to --optimizer momentum only (the optimizer "
+              "is adam)"));
     ws = run_coordinator(&h, log2, "--optimizer", "sgd", "--beta1", "0.5");
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
     assert_int_equal(store_incarnation(&h, cfg, sizeof(cfg)), 2);
@@ -182,12 +169,13 @@ test_config_new_store_momentum_with_sgd_refused(void **state)
     snprintf(log2, sizeof(log2), "%s/refused.log", h.dir);
     ws = run_coordinator(&h, log2, "--learning-rate", "0.1", "--momentum", "0.9");
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "--momentum applies to --optimizer momentum only (the optimizer "
-                               "is sgd)"));
+    assert_true(sr_harness_file_count(
+        log2, "--momentum applies to --optimizer momentum only (the optimizer "
+              "is sgd)"));
     assert_int_equal(access(h.store, F_OK), -1);
     ws = run_coordinator(&h, log2, NULL, NULL, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "--learning-rate is required"));
+    assert_true(sr_harness_file_count(log2, "--learning-rate is required"));
     assert_int_equal(access(h.store, F_OK), -1);
     sr_harness_fini(&h);
 }
@@ -219,8 +207,8 @@ test_config_new_variable_on_ready_model_needs_the_option(void **state)
     snprintf(log2, sizeof(log2), "%s/second.log", h.dir);
     int ws = run_coordinator(&h, log2, NULL, NULL, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "is in use by another coordinator"));
-    assert_false(file_has(log2, "--learning-rate is required"));
+    assert_true(sr_harness_file_count(log2, "is in use by another coordinator"));
+    assert_false(sr_harness_file_count(log2, "--learning-rate is required"));
     sr_client_close(c);
     assert_int_equal(sr_harness_stop(&h), 0);
 

@@ -131,10 +131,10 @@ sr_harness_json_num(const char *json, const char *key)
 }
 
 int
-sr_harness_log_count(const sr_harness *h, const char *needle)
+sr_harness_file_count(const char *path, const char *needle)
 {
-    FILE *f = fopen(h->log, "r");
-    char  line[2048];
+    FILE *f = fopen(path, "r");
+    char  line[4096];
     int   n = 0;
 
     while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
@@ -144,4 +144,10 @@ sr_harness_log_count(const sr_harness *h, const char *needle)
         fclose(f);
     }
     return n;
+}
+
+int
+sr_harness_log_count(const sr_harness *h, const char *needle)
+{
+    return sr_harness_file_count(h->log, needle);
 }

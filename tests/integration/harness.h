@@ -34,6 +34,10 @@ int sr_harness_status(sr_harness *h, char *out, size_t cap);
 /* The integer after `key` in a STATUS (JSON) text; -1 if `key` is absent. */
 long long sr_harness_json_num(const char *json, const char *key);
 
+/* The number of lines of the file at path containing `needle` (0 when it
+ * cannot be read). */
+int sr_harness_file_count(const char *path, const char *needle);
+
 /* The number of lines of the coordinator's log containing `needle`. */
 int sr_harness_log_count(const sr_harness *h, const char *needle);
 

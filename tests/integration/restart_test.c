@@ -385,23 +385,6 @@ test_restart_sigterm_finishes_the_step_in_progress(void **state)
     sr_harness_fini(&h);
 }
 
-/* Does the file at path contain needle? */
-static int
-file_has(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    char  line[2048];
-    int   found = 0;
-
-    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
-        found = strstr(line, needle) != NULL;
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    return found;
-}
-
 /* Start `syncrep coordinator` on store at endpoint (R = 2; plus `opt val`
  * unless opt is NULL), wait for it to exit; its wait status.  Output into
  * log. */
@@ -455,13 +438,13 @@ test_restart_refused_starts_change_nothing(void **state)
     ws = run_coordinator(h.store, ep2, log2, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
     snprintf(want, sizeof(want), "(pid %d holds", (int)h.pid);
-    assert_true(file_has(log2, "is in use by another coordinator"));
-    assert_true(file_has(log2, want));
+    assert_true(sr_harness_file_count(log2, "is in use by another coordinator"));
+    assert_true(sr_harness_file_count(log2, want));
 
     snprintf(other, sizeof(other), "%s/other.db", h.dir);
     ws = run_coordinator(other, h.endpoint, log2, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "another process is listening there"));
+    assert_true(sr_harness_file_count(log2, "another process is listening there"));
     assert_int_equal(access(other, F_OK), -1); /* refused before the store is made */
 
     /* A tcp:// port another process has bound (here: this test). */
@@ -477,7 +460,7 @@ test_restart_refused_starts_change_nothing(void **state)
     snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%d", (int)ntohs(sa.sin_port));
     ws = run_coordinator(other, tcp, log2, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "the port is in use by another process"));
+    assert_true(sr_harness_file_count(log2, "the port is in use by another process"));
     assert_int_equal(access(other, F_OK), -1);
 
     /* The first one still serves, finishes the step and exits cleanly. */
@@ -487,14 +470,14 @@ test_restart_refused_starts_change_nothing(void **state)
     /* A step that is not retained: refused before anything is written. */
     ws = run_coordinator(h.store, h.endpoint, log2, "--resume-from-step", "7");
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "step 7 is not a retained checkpoint (retained: 0 1)"));
+    assert_true(sr_harness_file_count(log2, "step 7 is not a retained checkpoint (retained: 0 1)"));
     /* A bind ZeroMQ refuses (a host name: not checked beforehand): refused
      * before the store counts an incarnation. */
     snprintf(tcp, sizeof(tcp), "tcp://localhost:%d", (int)ntohs(sa.sin_port));
     ws = run_coordinator(h.store, tcp, log2, NULL, NULL);
     close(ls);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "bind tcp://localhost:"));
+    assert_true(sr_harness_file_count(log2, "bind tcp://localhost:"));
     memset(&o, 0, sizeof(o));
     o.readonly = 1;
     assert_sr_ok(sr_store_open(h.store, &o, &st));
@@ -548,11 +531,11 @@ test_restart_after_lost_wal_refused_until_accepted(void **state)
     snprintf(log2, sizeof(log2), "%s/refused.log", h.dir);
     int ws = run_coordinator(h.store, h.endpoint, log2, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "behind its mark"));
-    assert_true(file_has(log2, "the -wal is missing"));
+    assert_true(sr_harness_file_count(log2, "behind its mark"));
+    assert_true(sr_harness_file_count(log2, "the -wal is missing"));
     char want[64];
     snprintf(want, sizeof(want), "says step %lld was committed", (long long)g);
-    assert_true(file_has(log2, want));
+    assert_true(sr_harness_file_count(log2, want));
     assert_int_equal(access(wal, F_OK), -1); /* left as it was */
 
     sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5",
@@ -638,10 +621,10 @@ test_restart_corrupt_latest_step_refused_names_intact_steps(void **state)
     snprintf(log2, sizeof(log2), "%s/refused.log", h.dir);
     int ws = run_coordinator(h.store, h.endpoint, log2, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-    assert_true(file_has(log2, "fails its checksum"));
+    assert_true(sr_harness_file_count(log2, "fails its checksum"));
     snprintf(want, sizeof(want), "intact retained steps: %lld,%lld ", (long long)(g - 2),
              (long long)(g - 1));
-    assert_true(file_has(log2, want));
+    assert_true(sr_harness_file_count(log2, want));
 
     snprintf(want, sizeof(want), "%lld", (long long)(g - 1));
     sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5",
