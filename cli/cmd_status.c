@@ -54,6 +54,17 @@ print_human(const char *json)
            field(json, "model_ready", a, sizeof(a)), field(json, "optimizer", b, sizeof(b)),
            field(json, "steps_per_s", c2, sizeof(c2)),
            field(json, "tokens_available", d, sizeof(d)));
+    const char *sw = strstr(json, "\"step_waits_for\":[");
+    if (sw != NULL) {
+        sw += strlen("\"step_waits_for\":[");
+        int n = (int)strcspn(sw, "]");
+        if (n > 0) {
+            printf("the open step waits for task(s) %.*s\n", n, sw);
+        }
+    }
+    if (strstr(json, "\"done\":true") != NULL) {
+        printf("the job has ended\n");
+    }
     const char *cm = strstr(json, "\"commits\":{");
     if (cm != NULL) {
         printf("store commits %s (mean %s ms, max %s ms, %s failed)\n",

@@ -19,6 +19,38 @@ sr__coord_commit_store(const coord *c)
     return c->wst != NULL ? c->wst : c->st;
 }
 
+/* The tasks of the job (0..N-1) the open step still waits for: those
+ * whose share some accumulator not yet taken lacks.  Empty when no step
+ * is open (WAIT_MODEL, DONE).  What `syncrep status` names when a step
+ * stalls. */
+static void
+waits_for(const coord *c, sr_strbuf *b)
+{
+    int share = sr__coord_task_share(c->o), first = 1;
+
+    if (c->state != COORD_SERVING && c->state != COORD_DRAINING) {
+        return;
+    }
+    for (int32_t t = 0; t < c->o->N; t++) {
+        int waiting = 0;
+        for (size_t i = 0; i < c->nvars && !waiting; i++) {
+            const cvar *v = &c->vars[i];
+            for (uint32_t p = 0; v->has_acc && p < v->nparts && !waiting; p++) {
+                const sr_accum *a = &v->acc[p];
+                int             n = 0;
+                for (int k = 0; k < a->count; k++) {
+                    n += a->contrib[k].task_index == t;
+                }
+                waiting = !a->taken && n < share;
+            }
+        }
+        if (waiting) {
+            sr_strbuf_printf(b, "%s%d", first ? "" : ",", t);
+            first = 0;
+        }
+    }
+}
+
 void
 sr__coord_status_json(coord *c, sr_strbuf *b)
 {
@@ -57,6 +89,8 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
                          v->nparts, a->step, a->count, a->taken ? "true" : "false");
         first = 0;
     }
+    sr_strbuf_printf(b, "],\"step_waits_for\":[");
+    waits_for(c, b);
     sr_strbuf_printf(b, "],\"workers\":[");
     for (size_t i = 0; i < c->nworkers; i++) {
         worker  *w = &c->workers[i];

@@ -254,6 +254,9 @@ test_integrity_dead_worker_not_replaced_by_a_live_one(void **state)
     wa = (waiting_arg){&h, 2};
     assert_int_equal(sr_test_wait_until(all_waiting, &wa, 15000), 1);
     assert_int_equal(status_num(&h, "\"global_step\":"), 0);
+    char out[16384];
+    assert_int_equal(sr_harness_status(&h, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "\"step_waits_for\":[2]")); /* the task that is not there */
 
     c[2] = sr_harness_client(&h, 2);
     assert_sr_ok(sr_client_declare(c[2], "x", SR_FLOAT64, 0, NULL, NULL));
