@@ -369,6 +369,38 @@ test_accum_deterministic_sparse_in_task_order(void **state)
     sr__accum_destroy(&a);
 }
 
+/* A refused (non-finite) gradient takes its task's place but adds nothing:
+ * the take averages the present ones; with all absent the mode stays NONE
+ * (the apply leaves the variable as it was). */
+static void
+test_accum_absent_gradient_takes_a_place_adds_nothing(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const float      g[1] = {4.0f};
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 1, 1, 2, 0));
+    sr__accum_set_rules(&a, 1, 0);
+    assert_sr_ok(sr__accum_push_absent(&a, 0, 1, &out));
+    assert_int_equal(out, SR_ACC_ACCEPTED);
+    assert_sr_ok(sr__accum_push_absent(&a, 0, 1, &out)); /* its share is used */
+    assert_int_equal(out, SR_ACC_OVER_SHARE);
+    assert_sr_ok(sr__accum_push_dense(&a, g, 0, 0, &out));
+    assert_int_equal(a.taken, 1);
+    assert_int_equal(sr__accum_divisor(&a), 1);
+    assert_true(((float *)a.sum)[0] == 4.0f); /* copied, not added to stale sums */
+    assert_int_equal(a.contrib[0].absent, 1);
+    assert_int_equal(a.contrib[1].absent, 0);
+    sr__accum_reset(&a);
+    assert_sr_ok(sr__accum_push_absent(&a, 1, 0, &out));
+    assert_sr_ok(sr__accum_push_absent(&a, 1, 1, &out));
+    assert_int_equal(a.taken, 1);
+    assert_int_equal(a.mode, SR_ACC_NONE);
+    assert_int_equal(sr__accum_divisor(&a), 0);
+    sr__accum_destroy(&a);
+}
+
 int
 main(void)
 {
@@ -386,6 +418,7 @@ main(void)
         cmocka_unit_test(test_accum_share_above_one_when_N_below_R),
         cmocka_unit_test(test_accum_deterministic_sum_is_in_task_order),
         cmocka_unit_test(test_accum_deterministic_sparse_in_task_order),
+        cmocka_unit_test(test_accum_absent_gradient_takes_a_place_adds_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
