@@ -15,27 +15,25 @@ syncrep_bin(void)
     return env != NULL && *env != '\0' ? env : SR_SYNCREP_BIN;
 }
 
-/* Run `syncrep store ...` with output into dir/out.txt; the exit code. */
+/* Run `syncrep store ARGS...` (NULL-terminated) with output into
+ * dir/out.txt (into *out when not NULL); the exit code. */
 static int
-run_cli(const store_fixture *f, char **out, const char *a1, const char *a2, const char *a3,
-        const char *a4, const char *a5)
+run_cli_argv(const store_fixture *f, char **out, const char *const *args)
 {
     char        log[700];
-    char *const argv[] = {(char *)syncrep_bin(),
-                          "store",
-                          (char *)a1,
-                          (char *)a2,
-                          (char *)a3,
-                          (char *)a4,
-                          (char *)a5,
-                          NULL};
-    size_t      len;
-    pid_t       pid;
+    const char *argv[16];
+    size_t      n = 0, len;
     int         status;
 
+    argv[n++] = syncrep_bin();
+    argv[n++] = "store";
+    for (size_t i = 0; args[i] != NULL && n + 1 < sizeof(argv) / sizeof(argv[0]); i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
     snprintf(log, sizeof(log), "%s/out.txt", f->dir);
     unlink(log);
-    pid = sr_test_spawn(argv, log);
+    pid_t pid = sr_test_spawn((char *const *)argv, log);
     assert_true(pid > 0);
     status = sr_test_reap(pid, 30000);
     assert_true(status >= 0 && WIFEXITED(status));
@@ -46,6 +44,15 @@ run_cli(const store_fixture *f, char **out, const char *a1, const char *a2, cons
         (*out)[len] = '\0';
     }
     return WEXITSTATUS(status);
+}
+
+/* The same with up to five arguments (the first NULL ends them). */
+static int
+run_cli(const store_fixture *f, char **out, const char *a1, const char *a2, const char *a3,
+        const char *a4, const char *a5)
+{
+    const char *const args[] = {a1, a2, a3, a4, a5, NULL};
+    return run_cli_argv(f, out, args);
 }
 
 static sr_store *
@@ -265,36 +272,6 @@ test_cli_store_verify_reports_checksum_and_rollback(void **state)
     assert_non_null(strstr(out, "BEHIND"));
     free(out);
     free(at1);
-}
-
-/* Run `syncrep store ARGS...` (NULL-terminated) with output into dir/out.txt. */
-static int
-run_cli_argv(const store_fixture *f, char **out, const char *const *args)
-{
-    char        log[700];
-    const char *argv[16];
-    size_t      n = 0, len;
-    int         status;
-
-    argv[n++] = syncrep_bin();
-    argv[n++] = "store";
-    for (size_t i = 0; args[i] != NULL && n + 1 < sizeof(argv) / sizeof(argv[0]); i++) {
-        argv[n++] = args[i];
-    }
-    argv[n] = NULL;
-    snprintf(log, sizeof(log), "%s/out.txt", f->dir);
-    unlink(log);
-    pid_t pid = sr_test_spawn((char *const *)argv, log);
-    assert_true(pid > 0);
-    status = sr_test_reap(pid, 30000);
-    assert_true(status >= 0 && WIFEXITED(status));
-    if (out != NULL) {
-        uint8_t *b = read_file_bytes(log, &len);
-        *out = realloc(b, len + 1);
-        assert_non_null(*out);
-        (*out)[len] = '\0';
-    }
-    return WEXITSTATUS(status);
 }
 
 /* Steps 0..2 of "layer/w" (float32 4x5, momentum from step 1), "b"
