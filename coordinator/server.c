@@ -21,12 +21,7 @@
 static void
 count_malformed(coord *c, const char *why)
 {
-    int64_t now = sr__coord_now_ms(c);
-    c->malformed++;
-    if (now - c->last_malformed_log_ms >= 5000) {
-        c->last_malformed_log_ms = now;
-        SR_LOG(SR_LOG_WARN, "COORD-MALFORMED", "count=%" PRIu64 " last=\"%s\"", c->malformed, why);
-    }
+    sr__coord_count_bad(c, &c->malformed, &c->last_malformed_log_ms, "COORD-MALFORMED", why);
 }
 
 /* A body frame larger than the largest variable plus 1 MiB: nothing but a

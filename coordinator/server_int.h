@@ -414,6 +414,10 @@ int  sr__coord_send_reply(coord *c, const uint8_t *rid, size_t rid_len, const sr
                           int status, int64_t local_step, const frame *frames, int nframes);
 void sr__coord_send_error(coord *c, const uint8_t *rid, size_t rid_len, const sr_wire_header *req,
                           sr_err e, const char *detail);
+/* Count a bad request in *count and log it as `id` ("count=N last=...") at
+ * most every 5 s (*last_log_ms): a flood of them cannot flood the log. */
+void sr__coord_count_bad(coord *c, uint64_t *count, int64_t *last_log_ms, const char *id,
+                         const char *why);
 /* A zero-copy frame of v's value; with a slot, a pull reply freeing it once sent. */
 int  sr__coord_send_value_frame(coord *c, cvar *v, int last, pull_slot *slot);
 void sr__coord_encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f);

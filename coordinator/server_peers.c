@@ -311,12 +311,7 @@ sr__coord_reclaim_gone(coord *c, int64_t idle_ms)
 static void
 count_refused(coord *c, const char *why)
 {
-    int64_t now = sr__coord_now_ms(c);
-    c->refused++;
-    if (now - c->last_refused_log_ms >= 5000) {
-        c->last_refused_log_ms = now;
-        SR_LOG(SR_LOG_WARN, "COORD-REFUSED", "count=%" PRIu64 " last=\"%s\"", c->refused, why);
-    }
+    sr__coord_count_bad(c, &c->refused, &c->last_refused_log_ms, "COORD-REFUSED", why);
 }
 
 /* The job's task indexes are 0 .. job_tasks - 1: N by default, or

@@ -5,8 +5,11 @@
  * zero-copy from its buffer (sr__coord_send_value_frame), the TOKEN reply
  * with the model piggybacked (sr__coord_send_token_reply), a PULL's
  * (sr__coord_send_reply_value).  A reply that meets a gone peer or a full
- * queue is dropped: the client resends (docs/protocol.md).
+ * queue is dropped: the client resends (docs/protocol.md).  A request
+ * answered with no reply at all, or refused, is counted and logged at a
+ * bounded rate (sr__coord_count_bad).
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "coordinator/server_int.h"
@@ -190,5 +193,17 @@ sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *
     if (sr__coord_send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 0, 1) == 0 &&
         sr__coord_send(c, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
         sr__coord_send_value_frame(c, v, 1, slot);
+    }
+}
+
+void
+sr__coord_count_bad(coord *c, uint64_t *count, int64_t *last_log_ms, const char *id,
+                    const char *why)
+{
+    int64_t now = sr__coord_now_ms(c);
+    (*count)++;
+    if (now - *last_log_ms >= 5000) {
+        *last_log_ms = now;
+        SR_LOG(SR_LOG_WARN, id, "count=%" PRIu64 " last=\"%s\"", *count, why);
     }
 }
