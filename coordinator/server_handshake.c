@@ -219,6 +219,19 @@ sr__coord_handle_declare(coord *c, req_ctx *r)
         sr__coord_send_reply(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, NULL, 0);
         return;
     }
+    if (sr_store_is_pack_name(d.name) &&
+        sr__coord_check_pack_decl(c, d.name, d.dtype, d.ndim, d.shape, trainable, have,
+                                  sizeof(have)) != 0) {
+        REPLY_ERR(r, SR_EINVAL, "declare %s: %s", SR_ESC(d.name), have);
+        return;
+    }
+    if (sr__coord_find_member(c, d.name) != NULL) {
+        REPLY_ERR(r, SR_EEXIST,
+                  "declare %s: a tensor of a model declared as a whole "
+                  "(sr_client_declare_model) has this name",
+                  SR_ESC(d.name));
+        return;
+    }
     if (c->nvars >= SR_COORD_MAX_VARIABLES) {
         REPLY_ERR(r, SR_EINVAL, "declare %s: the model already has %d variables, the limit",
                   SR_ESC(d.name), SR_COORD_MAX_VARIABLES);
@@ -306,6 +319,11 @@ sr__coord_handle_ready(coord *c, req_ctx *r)
         return;
     }
     if (q.mark && c->state == COORD_WAIT_MODEL) {
+        char why[400];
+        if (sr__coord_packs_missing(c, why, sizeof(why))) {
+            REPLY_ERR(r, SR_EINVAL, "mark ready: %s", why);
+            return;
+        }
         sr_err rc = sr_store_set_ready(c->st);
         if (rc != SR_OK) {
             REPLY_ERR(r, rc, "mark ready: %s", sr_errdetail());

@@ -218,6 +218,21 @@ typedef struct coord_io {
     void *ctx;                    /* the socket, or the fake's state */
 } coord_io;
 
+/* A model's tensor kept in a pack (server_pack.c): its stored record. */
+typedef struct cmember {
+    sr_store_member m;
+} cmember;
+
+/* A pack: a variable holding the tensors of one dtype and trainability of
+ * a model declared as a whole (server_pack.c). */
+typedef struct cpack {
+    char     name[SR_STORE_MAX_NAME + 1];
+    int      dtype;
+    int      trainable;
+    uint64_t nbytes;   /* its members' extent, 64-byte aligned */
+    size_t   nmembers; /* tensors in it */
+} cpack;
+
 typedef struct coord {
     const sr_coord_opts *o;
     sr_store            *st;
@@ -290,6 +305,12 @@ typedef struct coord {
     uint8_t  *sp_rows;
     uint64_t *sp_start;
     size_t    sp_idx_cap, sp_rows_cap, sp_start_cap;
+    /* Issue 23: models declared as a whole (server_pack.c): their tensors,
+     * sorted by name, and the packs that hold them. */
+    cmember *members;
+    size_t   nmembers, cap_members;
+    cpack   *packs;
+    size_t   npacks, cap_packs;
 } coord;
 
 typedef struct {
@@ -419,10 +440,16 @@ void sr__coord_send_error(coord *c, const uint8_t *rid, size_t rid_len, const sr
 void sr__coord_count_bad(coord *c, uint64_t *count, int64_t *last_log_ms, const char *id,
                          const char *why);
 /* A zero-copy frame of v's value; with a slot, a pull reply freeing it once sent. */
-int  sr__coord_send_value_frame(coord *c, cvar *v, int last, pull_slot *slot);
+int sr__coord_send_value_frame(coord *c, cvar *v, int last, pull_slot *slot);
+/* The same of bytes [off, off + len) of v's value (a pack's member). */
+int  sr__coord_send_slice_frame(coord *c, cvar *v, uint64_t off, uint64_t len, int last,
+                                pull_slot *slot);
+void sr__coord_encode_member_desc(const cmember *m, uint8_t *buf, size_t cap, frame *f);
 void sr__coord_encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f);
 int  sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want);
-void sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v);
+/* A PULL's reply: desc, then bytes [off, off + len) of v's value. */
+void sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v,
+                                uint64_t off, uint64_t len);
 
 /* ---- the request handlers: each answers r (or holds the answer) -------- */
 
@@ -440,6 +467,20 @@ void sr__coord_handle_pull(coord *c, req_ctx *r);
 void sr__coord_handle_token(coord *c, req_ctx *r);
 void sr__coord_handle_ping(coord *c, req_ctx *r);
 void sr__coord_handle_status(coord *c, req_ctx *r);
+
+/* server_pack.c: models declared as a whole */
+void sr__coord_handle_model(coord *c, req_ctx *r);
+/* Read the stored members (at start, with the model). */
+sr_err sr__coord_load_members(coord *c);
+void   sr__coord_free_members(coord *c);
+/* The member tensor of that name, or NULL. */
+const cmember *sr__coord_find_member(const coord *c, const char *name);
+const cpack   *sr__coord_find_pack(coord *c, const char *name);
+/* A DECLARE of a pack's name must be that pack: 0, or -1 with why. */
+int sr__coord_check_pack_decl(coord *c, const char *name, int dtype, int ndim, const int64_t *shape,
+                              int trainable, char *why, size_t cap);
+/* A pack with no variable yet (the chief has not declared it): 1 with why. */
+int sr__coord_packs_missing(coord *c, char *why, size_t cap);
 
 /* ---- server_status.c --------------------------------------------------- */
 

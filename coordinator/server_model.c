@@ -412,5 +412,5 @@ sr__coord_load_model(coord *c)
         }
     }
     free(metas);
-    return rc;
+    return rc == SR_OK ? sr__coord_load_members(c) : rc;
 }

@@ -11,11 +11,11 @@
 #include "core/strbuf.h"
 #include "core/text.h"
 
-/* The variables a PULL's name frames name, into vars: 0, or -1 after an
- * error reply (a frame that is no name, the model not ready, an unknown
- * name). */
+/* The variables a PULL's name frames name, into vars (a model's tensor:
+ * its pack, and the tensor in mem; else mem NULL): 0, or -1 after an error
+ * reply (a frame that is no name, the model not ready, an unknown name). */
 static int
-pull_targets(coord *c, req_ctx *r, cvar **vars)
+pull_targets(coord *c, req_ctx *r, cvar **vars, const cmember **mem)
 {
     sr_wire_name nm;
 
@@ -37,7 +37,10 @@ pull_targets(coord *c, req_ctx *r, cvar **vars)
             REPLY_ERR(r, SR_ENOTREADY, "pull %s: model not ready", SR_ESC(nm.name));
             return -1;
         }
-        if ((vars[i] = sr__coord_find_var(c, nm.name)) == NULL) {
+        mem[i] = NULL;
+        if ((vars[i] = sr__coord_find_var(c, nm.name)) == NULL &&
+            ((mem[i] = sr__coord_find_member(c, nm.name)) == NULL ||
+             (vars[i] = sr__coord_find_var(c, mem[i]->m.pack)) == NULL)) {
             REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", SR_ESC(nm.name));
             return -1;
         }
@@ -51,6 +54,7 @@ static void
 handle_pull_many(coord *c, req_ctx *r)
 {
     cvar            *vars[SR_WIRE_PULL_MANY_MAX];
+    const cmember   *mem[SR_WIRE_PULL_MANY_MAX];
     pull_slot       *slots[SR_WIRE_PULL_MANY_MAX];
     sr_wire_vars_hdr vh = {c->global_step, (uint32_t)r->nbody};
     uint8_t          vb[16], db[SR_WIRE_BODY_MAX];
@@ -60,7 +64,7 @@ handle_pull_many(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EPROTO, "PULL: %d names (1..%d)", r->nbody, SR_WIRE_PULL_MANY_MAX);
         return;
     }
-    if (pull_targets(c, r, vars) != 0 ||
+    if (pull_targets(c, r, vars, mem) != 0 ||
         sr__coord_take_pull_slots(c, r, vars, r->nbody, slots) != 0 ||
         sr__coord_send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, SR_WIRE_F_MANY,
                             1) != 0) {
@@ -69,18 +73,27 @@ handle_pull_many(coord *c, req_ctx *r)
     /* The rest of a message ZeroMQ took. */
     sr__coord_send(c, vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb)), ZMQ_SNDMORE);
     for (int i = 0; i < r->nbody; i++) {
-        sr__coord_encode_vardesc(vars[i], db, sizeof(db), &f);
-        sr__coord_send(c, f.data, f.len, ZMQ_SNDMORE);
-        sr__coord_send_value_frame(c, vars[i], i + 1 == r->nbody, slots[i]);
+        int last = i + 1 == r->nbody;
+        if (mem[i] != NULL) {
+            sr__coord_encode_member_desc(mem[i], db, sizeof(db), &f);
+            sr__coord_send(c, f.data, f.len, ZMQ_SNDMORE);
+            sr__coord_send_slice_frame(c, vars[i], mem[i]->m.offset, mem[i]->m.nbytes, last,
+                                       slots[i]);
+        } else {
+            sr__coord_encode_vardesc(vars[i], db, sizeof(db), &f);
+            sr__coord_send(c, f.data, f.len, ZMQ_SNDMORE);
+            sr__coord_send_value_frame(c, vars[i], last, slots[i]);
+        }
     }
 }
 
 void
 sr__coord_handle_pull(coord *c, req_ctx *r)
 {
-    cvar   *v;
-    uint8_t buf[SR_WIRE_BODY_MAX];
-    frame   f;
+    cvar          *v;
+    const cmember *mem;
+    uint8_t        buf[SR_WIRE_BODY_MAX];
+    frame          f;
 
     if (r->h.flags & SR_WIRE_F_MANY) {
         handle_pull_many(c, r);
@@ -90,11 +103,16 @@ sr__coord_handle_pull(coord *c, req_ctx *r)
         REPLY_ERR(r, SR_EPROTO, "PULL: bad name frame");
         return;
     }
-    if (pull_targets(c, r, &v) != 0) {
+    if (pull_targets(c, r, &v, &mem) != 0) {
         return;
     }
-    sr__coord_encode_vardesc(v, buf, sizeof(buf), &f);
-    sr__coord_send_reply_value(c, r, &f, v);
+    if (mem != NULL) {
+        sr__coord_encode_member_desc(mem, buf, sizeof(buf), &f);
+        sr__coord_send_reply_value(c, r, &f, v, mem->m.offset, mem->m.nbytes);
+    } else {
+        sr__coord_encode_vardesc(v, buf, sizeof(buf), &f);
+        sr__coord_send_reply_value(c, r, &f, v, 0, v->meta.nbytes);
+    }
 }
 
 void

@@ -85,18 +85,25 @@ pull_slot_free(void *data, void *hint)
 int
 sr__coord_send_value_frame(coord *c, cvar *v, int last, pull_slot *slot)
 {
+    return sr__coord_send_slice_frame(c, v, 0, v->meta.nbytes, last, slot);
+}
+
+int
+sr__coord_send_slice_frame(coord *c, cvar *v, uint64_t off, uint64_t len, int last, pull_slot *slot)
+{
     zmq_msg_t m;
 
-    if (v->meta.nbytes == 0) {
+    SR_ASSERT(off <= v->meta.nbytes && len <= v->meta.nbytes - off);
+    if (len == 0) {
         zmq_msg_init(&m);
     } else {
         atomic_fetch_add(&v->vb->refs, 1);
         if (slot != NULL) {
             slot->vb = v->vb;
-            slot->bytes = v->meta.nbytes;
+            slot->bytes = len;
             atomic_store(&slot->busy, 1);
         }
-        if (zmq_msg_init_data(&m, v->value, (size_t)v->meta.nbytes,
+        if (zmq_msg_init_data(&m, (uint8_t *)v->value + off, (size_t)len,
                               slot != NULL ? pull_slot_free : sr__coord_vbuf_msg_free,
                               slot != NULL ? (void *)slot : (void *)v->vb) != 0) {
             if (slot != NULL) {
@@ -183,7 +190,8 @@ sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token,
 }
 
 void
-sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v)
+sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *v, uint64_t off,
+                           uint64_t len)
 {
     pull_slot *slot = NULL;
 
@@ -192,8 +200,23 @@ sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *
     }
     if (sr__coord_send_head(c, r->rid, r->rid_len, &r->h, SR_OK, c->global_step, 0, 1) == 0 &&
         sr__coord_send(c, desc->data, desc->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
-        sr__coord_send_value_frame(c, v, 1, slot);
+        sr__coord_send_slice_frame(c, v, off, len, 1, slot);
     }
+}
+
+void
+sr__coord_encode_member_desc(const cmember *m, uint8_t *buf, size_t cap, frame *f)
+{
+    sr_wire_vardesc d;
+
+    memset(&d, 0, sizeof(d));
+    memcpy(d.name, m->m.name, sizeof(d.name));
+    d.dtype = (uint8_t)m->m.dtype;
+    d.flags = m->m.trainable ? 0 : SR_DECLARE_NOT_TRAINABLE;
+    d.ndim = (uint8_t)m->m.ndim;
+    memcpy(d.shape, m->m.shape, sizeof(d.shape));
+    f->data = buf;
+    f->len = sr_wire_vardesc_encode(&d, buf, cap);
 }
 
 void

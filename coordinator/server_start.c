@@ -604,6 +604,7 @@ sr__coord_free(coord *c)
     }
     free(c->vars);
     free(c->index);
+    sr__coord_free_members(c);
     free(c->workers);
     free(c->log);
     free(c->scratch[0]);

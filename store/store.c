@@ -400,8 +400,8 @@ sr__store_cache_drop(sr_store *st)
 }
 
 /* "[2,3]" -> ndim 2, shape {2, 3}. */
-static int
-parse_shape(const char *text, int *ndim, int64_t *shape)
+int
+sr__store_parse_shape(const char *text, int *ndim, int64_t *shape)
 {
     const char *p = text;
     char       *end;
@@ -452,7 +452,7 @@ var_from_row(sr_store *st, sqlite3_stmt *s, store_var *out)
     v->trainable = sqlite3_column_int(s, 7);
     v->created_step = sqlite3_column_int64(s, 8);
     if (name == NULL || strlen(name) > SR_STORE_MAX_NAME ||
-        parse_shape(shape, &v->ndim, v->shape) != 0 || sqlite3_column_int(s, 3) != v->ndim ||
+        sr__store_parse_shape(shape, &v->ndim, v->shape) != 0 || sqlite3_column_int(s, 3) != v->ndim ||
         sr_shape_bytes(v->dtype, v->ndim, v->shape, &nbytes) != SR_OK || nbytes != v->nbytes ||
         cb <= 0 || cb > (int64_t)SR_STORE_MAX_CHUNK_BYTES ||
         cb % (int64_t)sr_dtype_size(v->dtype) != 0) {

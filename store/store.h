@@ -24,7 +24,7 @@
 
 typedef struct sr_store sr_store;
 
-#define SR_STORE_SCHEMA_VERSION      3 /* PRAGMA user_version of this build */
+#define SR_STORE_SCHEMA_VERSION      4 /* PRAGMA user_version of this build */
 #define SR_STORE_DEFAULT_CHUNK_BYTES (4u << 20)
 #define SR_STORE_MAX_NAME            255 /* bytes in a variable or slot name */
 
@@ -355,5 +355,36 @@ typedef struct {
     char     last_error[256];
 } sr_store_ckpt_stats;
 void sr_store_get_ckpt_stats(sr_store *st, sr_store_ckpt_stats *out);
+
+/* ---- Packs (schema 4; docs/store.md "Packs") ----------------------------
+ * A model declared as a whole (sr_client_declare_model) keeps its tensors in
+ * a few large variables, its packs: each member tensor is the bytes
+ * [offset, offset + nbytes) of its pack's value (and of each of its slots),
+ * so a step commits a pack's chunks, not one row per tensor.  A member has
+ * its own name, dtype and shape; the pack is an ordinary variable (a 1-D
+ * tensor of its dtype, named SR_STORE_PACK_PREFIX...). */
+#define SR_STORE_PACK_PREFIX "syncrep:pack/"
+typedef struct {
+    char     name[SR_STORE_MAX_NAME + 1];
+    char     pack[SR_STORE_MAX_NAME + 1]; /* the variable that holds its bytes */
+    uint64_t offset;                      /* its first byte in the pack */
+    int      dtype;
+    int      ndim;
+    int64_t  shape[SR_MAX_NDIM];
+    uint64_t nbytes; /* dtype x shape */
+    int      trainable;
+    int32_t  pos;          /* its place in the model's declared order */
+    int64_t  created_step; /* the global step it was declared at */
+} sr_store_member;
+
+/* Record members (one durable transaction; created_step is set to the
+ * current global step).  SR_EEXIST when a name is already a member or a
+ * variable; SR_EINVAL for a bad record (name, shape, nbytes).  Their packs
+ * are declared with sr_store_declare, before or after. */
+sr_err sr_store_add_members(sr_store *st, const sr_store_member *m, size_t n);
+/* Every member, in declared order (pos).  *out malloc'd (caller frees). */
+sr_err sr_store_list_members(sr_store *st, sr_store_member **out, size_t *n);
+/* Is `name` a pack's name (SR_STORE_PACK_PREFIX)? */
+int sr_store_is_pack_name(const char *name);
 
 #endif

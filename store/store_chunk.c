@@ -962,6 +962,7 @@ rewind_tx(sr_store *st, int64_t step)
         "DELETE FROM chunk WHERE step > ?1",
         "DELETE FROM tensor WHERE created_step > ?1",
         "DELETE FROM variable WHERE created_step > ?1",
+        "DELETE FROM member WHERE created_step > ?1",
         /* A log row's step is the step before its apply: rows >= S belong
          * to commits after S. */
         "DELETE FROM step_log WHERE step >= ?1",

@@ -186,6 +186,10 @@ sr_err sr__store_begin_read(sr_store *st);
 sr_err sr__store_begin_write(sr_store *st);
 sr_err sr__store_end(sr_store *st, sr_err rc);
 
+/* A shape's text as stored ("[2,3]", sr_shape_format's) -> ndim, shape;
+ * 0, or -1 when it is not one. */
+int sr__store_parse_shape(const char *text, int *ndim, int64_t *shape);
+
 /* meta table values. */
 sr_err sr__store_meta_i64(sr_store *st, const char *key, int64_t *out);
 sr_err sr__store_meta_set_i64(sr_store *st, const char *key, int64_t v);

@@ -276,10 +276,28 @@ migrate_2_3(sr_store *st)
     return sum_versions(st);
 }
 
+/* Schema 4.  Issue 23: the tensors of models declared as a whole live in
+ * packs (store_member.c): `member` names each one's place in its pack. */
+static sr_err
+migrate_3_4(sr_store *st)
+{
+    return sr__store_exec(st, "CREATE TABLE member("
+                              " name TEXT PRIMARY KEY NOT NULL,"
+                              " pack TEXT NOT NULL,"
+                              " offset INTEGER NOT NULL,"
+                              " dtype INTEGER NOT NULL,"
+                              " shape TEXT NOT NULL,"
+                              " nbytes INTEGER NOT NULL,"
+                              " trainable INTEGER NOT NULL,"
+                              " pos INTEGER NOT NULL,"
+                              " created_step INTEGER NOT NULL) WITHOUT ROWID;");
+}
+
 static const migration migrations[] = {
     {0, "create the schema", migrate_0_1},
     {1, "step log partitions", migrate_1_2},
     {2, "chunk checksums, store id, rollbacks", migrate_2_3},
+    {3, "model packs (members)", migrate_3_4},
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SR_STORE_SCHEMA_VERSION,

@@ -43,6 +43,8 @@ typedef enum {
     SR_MSG_STATUS = 9,      /* -> frame1 JSON text */
     SR_MSG_BYE = 10,        /* client closing; reply optional */
     SR_MSG_FINISH = 11,     /* the chief ends the job; reply header only */
+    SR_MSG_MODEL = 12,      /* frame1 desclist (the model's tensors) -> frame1 desclist
+                               (its packs), frame2 places (wire_model.c) */
 } sr_wire_type;
 
 /* sr_wire_vardesc.flags: SR_DECLARE_NOT_TRAINABLE (0x1, syncrep.h) and: */
@@ -211,5 +213,34 @@ sr_err sr_wire_vars_hdr_decode(const uint8_t *buf, size_t len, sr_wire_vars_hdr 
 
 /* "HELLO", "PUSH", ... for logs; "?" for unknown. */
 const char *sr_wire_type_name(int type);
+
+/* ---- MODEL (wire_model.c; docs/protocol.md, MODEL) ---------------------
+ * A model declared as a whole: the request lists its tensors, the reply
+ * the packs that hold them and each tensor's place in one. */
+#define SR_WIRE_MODEL_MAX 65536 /* tensors of one MODEL request */
+
+/* A list of descriptors: u32 n, then n x (u16 len, vardesc of len bytes).
+ * _size is the bytes _encode writes (0: a descriptor cannot be encoded);
+ * _encode returns them, or 0 when cap is too small. */
+size_t sr_wire_desclist_size(const sr_wire_vardesc *d, size_t n);
+size_t sr_wire_desclist_encode(const sr_wire_vardesc *d, size_t n, uint8_t *out, size_t cap);
+/* The list's count, checked against max and against len (every entry takes
+ * at least 7 bytes). */
+sr_err sr_wire_desclist_count(const uint8_t *buf, size_t len, size_t max, size_t *n);
+/* Exactly n entries into out[n] (n from _count); no trailing bytes. */
+sr_err sr_wire_desclist_decode(const uint8_t *buf, size_t len, sr_wire_vardesc *out, size_t n);
+
+/* Where a tensor of a MODEL request lives: in pack `pack` (an index into
+ * the reply's packs) from byte `offset`, or (SR_WIRE_PLACE_ALONE) as a
+ * variable of its own name.  n x (u32 pack, u64 offset). */
+#define SR_WIRE_PLACE_ALONE 0xffffffffu
+#define SR_WIRE_PLACE_BYTES 12
+typedef struct {
+    uint32_t pack;
+    uint64_t offset;
+} sr_wire_place;
+size_t sr_wire_places_encode(const sr_wire_place *p, size_t n, uint8_t *out, size_t cap);
+/* len must be exactly n x SR_WIRE_PLACE_BYTES. */
+sr_err sr_wire_places_decode(const uint8_t *buf, size_t len, sr_wire_place *out, size_t n);
 
 #endif

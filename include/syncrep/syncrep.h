@@ -99,6 +99,11 @@ SR_API int sr_client_declare(sr_client *c, const char *name, sr_dtype dtype, int
 
 /* Flags for sr_client_declare_ex. */
 #define SR_DECLARE_NOT_TRAINABLE 0x1 /* pulled only; pushes to it are refused */
+/* sr_client_declare_model: a tensor whose gradients are pushed as rows
+ * (sr_client_push_sparse) beside the model's step: it is kept as a variable
+ * of its own rather than in a pack.  The wire carries it in a vardesc's
+ * flags beside SR_WIRE_DECLARE_CHECK_ONLY (0x2) and _PART (0x4). */
+#define SR_DECLARE_SPARSE 0x8
 
 /* As sr_client_declare, with flags (SR_DECLARE_*).  int32/int64 variables
  * are never trainable. */

@@ -325,6 +325,29 @@ name_ok(const char *name)
     return sr_name_check(name, strlen(name)) == SR_OK;
 }
 
+/* A MODEL body's list of descriptors decodes, every name well formed (*n:
+ * how many, when not NULL). */
+static int
+desclist_ok(const frame *f, size_t *count)
+{
+    static sr_wire_vardesc d[64];
+    size_t                 n;
+
+    if (sr_wire_desclist_count(f->p, f->len, 64, &n) != SR_OK ||
+        sr_wire_desclist_decode(f->p, f->len, d, n) != SR_OK) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!name_ok(d[i].name)) {
+            return 0;
+        }
+    }
+    if (count != NULL) {
+        *count = n;
+    }
+    return 1;
+}
+
 /* A PULL of many (SR_WIRE_F_MANY): 1..SR_WIRE_PULL_MANY_MAX names. */
 static int
 pull_many_ok(const frame *body, size_t nb)
@@ -409,6 +432,8 @@ request_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
             return 0;
         }
         return p.count == 0 ? body[2].len == 0 : body[2].len % p.count == 0;
+    case SR_MSG_MODEL:
+        return nb == 1 && desclist_ok(&body[0], NULL);
     default:
         return 0;
     }
@@ -429,6 +454,14 @@ reply_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
     case SR_MSG_BYE:
     case SR_MSG_FINISH:
         return nb == 0;
+    case SR_MSG_MODEL: {
+        static sr_wire_place pl[SR_WIRE_MODEL_MAX];
+        size_t               np;
+        return nb == 2 && desclist_ok(&body[0], &np) && body[1].len % SR_WIRE_PLACE_BYTES == 0 &&
+               body[1].len / SR_WIRE_PLACE_BYTES <= SR_WIRE_MODEL_MAX &&
+               sr_wire_places_decode(body[1].p, body[1].len, pl,
+                                     body[1].len / SR_WIRE_PLACE_BYTES) == SR_OK;
+    }
     case SR_MSG_HELLO:
         return nb == 1 && sr_wire_hello_rep_decode(body[0].p, body[0].len, &hello) == SR_OK;
     case SR_MSG_READY:

@@ -679,10 +679,69 @@ req_finish(msg *m)
     start(m, &h);
 }
 
+/* A model of three tensors (MODEL), and its layout (two packs, one sparse
+ * tensor of its own). */
+static void
+model_descs(sr_wire_vardesc d[3])
+{
+    memset(d, 0, 3 * sizeof(*d));
+    snprintf(d[0].name, sizeof(d[0].name), "conv1.weight");
+    d[0].dtype = SR_FLOAT32;
+    d[0].ndim = 4;
+    d[0].shape[0] = 8, d[0].shape[1] = 1, d[0].shape[2] = 3, d[0].shape[3] = 3;
+    snprintf(d[1].name, sizeof(d[1].name), "bn1.running_mean");
+    d[1].dtype = SR_FLOAT32;
+    d[1].flags = SR_DECLARE_NOT_TRAINABLE;
+    d[1].ndim = 1;
+    d[1].shape[0] = 8;
+    snprintf(d[2].name, sizeof(d[2].name), "emb");
+    d[2].dtype = SR_FLOAT32;
+    d[2].flags = SR_DECLARE_SPARSE;
+    d[2].ndim = 2;
+    d[2].shape[0] = 100, d[2].shape[1] = 4;
+}
+
+static void
+req_model(msg *m)
+{
+    sr_wire_header  h = hdr(SR_MSG_MODEL, 0);
+    sr_wire_vardesc d[3];
+    uint8_t         b[4096];
+
+    model_descs(d);
+    start(m, &h);
+    add_frame(m, b, sr_wire_desclist_encode(d, 3, b, sizeof(b)));
+}
+
+static void
+rep_model(msg *m)
+{
+    sr_wire_header  h = hdr(SR_MSG_MODEL | SR_WIRE_REPLY, 0);
+    sr_wire_vardesc p[2];
+    sr_wire_place   pl[3] = {{0, 0}, {1, 0}, {SR_WIRE_PLACE_ALONE, 0}};
+    uint8_t         b[4096], c[64];
+
+    memset(p, 0, sizeof(p));
+    snprintf(p[0].name, sizeof(p[0].name), "syncrep:pack/0");
+    p[0].dtype = SR_FLOAT32;
+    p[0].ndim = 1;
+    p[0].shape[0] = 80;
+    snprintf(p[1].name, sizeof(p[1].name), "syncrep:pack/1");
+    p[1].dtype = SR_FLOAT32;
+    p[1].flags = SR_DECLARE_NOT_TRAINABLE;
+    p[1].ndim = 1;
+    p[1].shape[0] = 16;
+    start(m, &h);
+    add_frame(m, b, sr_wire_desclist_encode(p, 2, b, sizeof(b)));
+    add_frame(m, c, sr_wire_places_encode(pl, 3, c, sizeof(c)));
+}
+
 static const struct {
     const char *name;
     builder     build;
 } seeds[] = {
+    {"req-model", req_model},
+    {"rep-model", rep_model},
     {"req-hello", req_hello},
     {"rep-hello", rep_hello},
     {"rep-hello-edge", rep_hello_edge},
@@ -917,7 +976,7 @@ emit_malformed(void)
     emit_poke("bad-header-version-1", req_ping, 0, 4, 1);
     emit_poke("bad-header-version-3", req_ping, 0, 4, 3);
     emit_poke("bad-header-type-0", req_hello, 0, 5, 0);
-    emit_poke("bad-header-type-12", req_hello, 0, 5, SR_MSG_FINISH + 1);
+    emit_poke("bad-header-type-13", req_hello, 0, 5, SR_MSG_MODEL + 1);
     emit_poke("bad-header-type-reply-0", rep_ping, 0, 5, SR_WIRE_REPLY);
     emit_poke("bad-header-type-0xff", rep_ping, 0, 5, 0xff);
     req_token(&m);
