@@ -128,6 +128,7 @@ sr_client_close(sr_client *c)
     sr__conn_close(c);
     sr__pull_free(c);
     sr__push_free(c);
+    sr__model_free(c);
     for (size_t i = 0; i < c->ndecls; i++) {
         free(c->decls[i].init);
     }

@@ -110,6 +110,7 @@ typedef struct sr__cached {
     zmq_msg_t value;
 } sr__cached;
 
+typedef struct sr__model sr__model; /* model.c */
 struct sr_client {
     /* connection (conn.c) */
     sr__io         io;
@@ -160,6 +161,8 @@ struct sr_client {
     sr__pull_req   *batch_reqs;
     sr_client_stats stats;
     char            err[1024];
+    /* the model declared as a whole (model.c), or NULL */
+    sr__model *model;
 };
 
 /* ---- conn_zmq.c ---- */
@@ -177,6 +180,8 @@ void sr__pull_take_cache(sr_client *c);
 void sr__pull_drop_cache(sr_client *c);
 void sr__pull_free(sr_client *c);
 
+/* ---- model.c ---- */
+void sr__model_free(sr_client *c);
 /* ---- session.c ---- */
 sr_err sr__session_hello(sr_client *c);
 sr_err sr__session_resync(sr_client *c);

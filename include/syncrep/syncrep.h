@@ -211,6 +211,75 @@ SR_API int sr_client_stats_get(const sr_client *c, sr_client_stats *out);
 /* The coordinator incarnation this client last spoke to (no I/O). */
 SR_API uint64_t sr_client_incarnation(const sr_client *c);
 
+/* ---- The model as the unit of a step -----------------------------------
+ *
+ * A program that trains a whole model declares it once and then makes one
+ * call per round:
+ *
+ *     sr_tensor_spec t[n] = {{"conv1.weight", SR_FLOAT32, 4, shape0, init0, 0}, ...};
+ *     sr_client_declare_model(c, n, t);     (every worker; the chief's initial values)
+ *     sr_client_ready(c);
+ *     sr_client_model_pull(c, values);      the current values into values[i]
+ *     for (;;) {
+ *         ... compute grads[i] from values[i] ...
+ *         sr_client_model_step(c, grads, values);   push, token, fresh values
+ *     }
+ *
+ * The coordinator keeps the tensors of one dtype and trainability in one
+ * large variable, a pack (docs/architecture.md, "Packs"), so that a step
+ * costs what its bytes cost, whatever the number of tensors: the pack
+ * travels, accumulates, applies and commits as one variable, split into
+ * partitions of --partition-kib.  The tensors keep their names: a pull of
+ * one (sr_client_pull), `syncrep store inspect` / `export` and the chaos
+ * verifier see them.  A tensor flagged SR_DECLARE_SPARSE stays a variable
+ * of its own: push its rows with sr_client_push_sparse before the step
+ * call.  Not trainable tensors (and int32/int64 ones) are pulled once, not
+ * every round.  The layout is the coordinator's and stored: a restarted
+ * program may list the tensors in another order; one that lacks a stored
+ * tensor or changes one's dtype, shape or trainability is refused, naming
+ * it (SR_EINVAL / SR_EEXIST), and new tensors join a ready model only with
+ * the coordinator's --allow-new-variables.  The per-variable calls above
+ * stay for programs that need them; they cannot push to a pack's tensor. */
+typedef struct {
+    const char    *name; /* as sr_client_declare's */
+    sr_dtype       dtype;
+    int            ndim;
+    const int64_t *shape;
+    const void    *initial_value; /* the chief's (dtype x shape bytes; NULL: zeros);
+                                     others' is ignored */
+    unsigned flags;               /* SR_DECLARE_NOT_TRAINABLE, SR_DECLARE_SPARSE */
+} sr_tensor_spec;
+
+/* Declare the model: n tensors, in the order the other model calls index
+ * them.  Blocks for the coordinator's layout (others wait for the chief's,
+ * as sr_client_ready waits for its model), then declares the packs as
+ * sr_client_declare_ex would (the chief's in parts when big).  Once per
+ * client, before sr_client_ready.  Errors as sr_client_declare's, naming
+ * the tensor. */
+SR_API int sr_client_declare_model(sr_client *c, size_t n, const sr_tensor_spec *tensors);
+
+/* Pull every tensor's current value; values[i] (dtype x shape bytes of
+ * tensor i) receives it, NULL entries (or values NULL) only the client's
+ * own copy (sr_client_model_value).  After sr_client_ready. */
+SR_API int sr_client_model_pull(sr_client *c, void *const *values);
+
+/* One round: push grads[i] for every trainable dense tensor (a NULL entry:
+ * a zero gradient; grads NULL: push what sr_client_model_grad's buffers
+ * hold), take the step token (the last pack's push travels with its
+ * request), then pull the values that changed into values[i] (as
+ * sr_client_model_pull).  Returns as sr_client_push_step (SR_EDONE when the
+ * job has ended, SR_ENONFINITE ...). */
+SR_API int sr_client_model_step(sr_client *c, const void *const *grads, void *const *values);
+
+/* The client's own copy of tensor i's value (valid until sr_client_close;
+ * rewritten by the pulls), or NULL for no such tensor. */
+SR_API void *sr_client_model_value(sr_client *c, size_t i);
+
+/* Tensor i's place in the gradient buffer sr_client_model_step pushes when
+ * its grads is NULL (write the gradient there, no copy is made); NULL for a
+ * tensor that is not trainable or is sparse. */
+SR_API void *sr_client_model_grad(sr_client *c, size_t i);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,345 @@
+/*
+ * The model as the unit of a step (issue 23): sr_client_declare_model and
+ * sr_client_model_step against a real coordinator.  The packs are an
+ * implementation detail; what is checked is what a user sees: every tensor
+ * trains as the per-variable API would (exact values), keeps its name
+ * (pull by name, the store's members), survives restarts of the
+ * coordinator and of the chief, and a changed tensor list is refused with
+ * a message naming the tensor.
+ */
+#include "sr_test.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "store/store.h"
+#include "syncrep/syncrep.h"
+
+/* The model: trainable float32 w[2,3] and b[3], trainable float64 s (a
+ * scalar), not trainable float32 mean[4] and int64 count[2]. */
+enum { T_W, T_B, T_S, T_MEAN, T_COUNT, NT };
+
+static const int64_t shape_w[] = {2, 3}, shape_b[] = {3}, shape_mean[] = {4}, shape_count[] = {2};
+static const float   w0[6] = {1, 2, 3, 4, 5, 6}, b0[3] = {0.5f, -0.5f, 1}, mean0[4] = {9, 8, 7, 6};
+static const double  s0 = 2.0;
+static const int64_t count0[2] = {11, 12};
+
+static void
+specs(sr_tensor_spec t[NT], int reversed)
+{
+    sr_tensor_spec all[NT] = {
+        {"layer.w", SR_FLOAT32, 2, shape_w, w0, 0},
+        {"layer.b", SR_FLOAT32, 1, shape_b, b0, 0},
+        {"scale", SR_FLOAT64, 0, NULL, &s0, 0},
+        {"bn.running_mean", SR_FLOAT32, 1, shape_mean, mean0, SR_DECLARE_NOT_TRAINABLE},
+        {"bn.count", SR_INT64, 1, shape_count, count0, 0},
+    };
+    for (int i = 0; i < NT; i++) {
+        t[i] = all[reversed ? NT - 1 - i : i];
+    }
+}
+
+/* Task k's gradients (exact in binary): w: (k+1) * 0.25 * (i+1), b: k+1,
+ * s: 0.5. */
+typedef struct {
+    float  gw[6], gb[3];
+    double gs;
+} grads;
+
+static void
+grads_of(int k, grads *g)
+{
+    for (int i = 0; i < 6; i++) {
+        g->gw[i] = (float)(k + 1) * 0.25f * (float)(i + 1);
+    }
+    for (int i = 0; i < 3; i++) {
+        g->gb[i] = (float)(k + 1);
+    }
+    g->gs = 0.5;
+}
+
+typedef struct {
+    sr_client *c;
+    int        task;
+    int        reversed; /* declared its tensors in reverse order */
+    int64_t    until;    /* train until the local step reaches it */
+    int        rc;
+    float      w[6], b[3], mean[4];
+    double     s;
+    int64_t    count[2];
+} worker;
+
+/* The gradient and value pointers of w in its declared order. */
+static void
+pointers(worker *w, const grads *g, const void **gp, void **vp)
+{
+    const void *gt[NT] = {g->gw, g->gb, &g->gs, NULL, NULL};
+    void       *vt[NT] = {w->w, w->b, &w->s, w->mean, w->count};
+    for (int i = 0; i < NT; i++) {
+        gp[i] = gt[w->reversed ? NT - 1 - i : i];
+        vp[i] = vt[w->reversed ? NT - 1 - i : i];
+    }
+}
+
+static void *
+train(void *arg)
+{
+    worker     *w = arg;
+    grads       g;
+    const void *gp[NT];
+    void       *vp[NT];
+
+    grads_of(w->task, &g);
+    pointers(w, &g, gp, vp);
+    w->rc = sr_client_model_pull(w->c, vp);
+    while (w->rc == 0 && sr_client_local_step(w->c) < w->until) {
+        w->rc = sr_client_model_step(w->c, gp, vp);
+    }
+    return NULL;
+}
+
+static void
+open_worker(sr_harness *h, worker *w, int task, int reversed)
+{
+    sr_tensor_spec t[NT];
+
+    memset(w, 0, sizeof(*w));
+    w->task = task;
+    w->reversed = reversed;
+    w->c = sr_harness_client(h, task);
+    specs(t, reversed);
+    assert_sr_ok(sr_client_declare_model(w->c, NT, t));
+}
+
+/* Two workers train `steps` rounds together (R = N = 2). */
+static void
+run_pair(sr_harness *h, worker *w, int64_t until)
+{
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) {
+        w[k].until = until;
+        assert_int_equal(pthread_create(&th[k], NULL, train, &w[k]), 0);
+    }
+    for (int k = 0; k < 2; k++) {
+        pthread_join(th[k], NULL);
+        assert_sr_ok(w[k].rc);
+    }
+}
+
+/* The values after `steps` SGD steps (lr 0.5) of the two tasks' mean
+ * gradient: the per-variable API's arithmetic, in float32 as the apply. */
+static void
+expect_values(const worker *w, int steps)
+{
+    grads g0, g1;
+    grads_of(0, &g0);
+    grads_of(1, &g1);
+    for (int i = 0; i < 6; i++) {
+        float x = w0[i];
+        for (int s = 0; s < steps; s++) {
+            x -= 0.5f * ((g0.gw[i] + g1.gw[i]) / 2.0f);
+        }
+        assert_true(w->w[i] == x);
+    }
+    for (int i = 0; i < 3; i++) {
+        float x = b0[i];
+        for (int s = 0; s < steps; s++) {
+            x -= 0.5f * ((g0.gb[i] + g1.gb[i]) / 2.0f);
+        }
+        assert_true(w->b[i] == x);
+    }
+    assert_true(w->s == s0 - 0.5 * 0.5 * steps);
+    assert_memory_equal(w->mean, mean0, sizeof(mean0));
+    assert_memory_equal(w->count, count0, sizeof(count0));
+}
+
+/* Every tensor trains as the per-variable calls would, bit for bit; a pull
+ * of one tensor by name works; the store names every tensor (members) and
+ * keeps them in three packs (float32 trainable, float64 trainable, the not
+ * trainable float32 and int64 ones apart). */
+static void
+test_model_trains_exactly(void **state)
+{
+    sr_harness       h;
+    worker           w[2];
+    float            b[3];
+    sr_store        *st;
+    sr_store_opts    so = {.readonly = 1};
+    sr_store_member *m;
+    size_t           n;
+    (void)state;
+
+    sr_harness_init(&h, "model");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--init-tokens",
+                     "0", NULL);
+    open_worker(&h, &w[0], 0, 0);
+    open_worker(&h, &w[1], 1, 1); /* another order: the same layout */
+    assert_sr_ok(sr_client_ready(w[0].c));
+    assert_sr_ok(sr_client_ready(w[1].c));
+    run_pair(&h, w, 4);
+    expect_values(&w[0], 4);
+    expect_values(&w[1], 4);
+    assert_sr_ok(sr_client_pull(w[0].c, "layer.b", b, sizeof(b)));
+    assert_memory_equal(b, w[0].b, sizeof(b));
+    /* A pack's tensor takes no per-variable push. */
+    assert_int_not_equal(sr_client_push(w[0].c, "layer.b", b, sizeof(b)), 0);
+    for (int k = 0; k < 2; k++) {
+        sr_client_close(w[k].c);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+
+    assert_sr_ok(sr_store_open(h.store, &so, &st));
+    assert_sr_ok(sr_store_list_members(st, &m, &n));
+    assert_int_equal(n, NT); /* every tensor is a member, by its name */
+    sr_store_close(st);
+    free(m);
+    sr_harness_fini(&h);
+}
+
+/* Restarts: the coordinator killed (-9) between rounds and again, the
+ * chief's client replaced by a new one that lists the tensors in reverse:
+ * training goes on from the stored layout to the exact values.  Then a
+ * declaration that lacks a tensor, changes one's shape, or adds one to the
+ * ready model is refused, naming it. */
+static void
+test_model_restarts_and_changed_lists(void **state)
+{
+    sr_harness     h;
+    worker         w[2];
+    sr_tensor_spec t[NT + 1];
+    sr_client     *c;
+    int64_t        bad_shape[] = {3, 2}, one = 1;
+    (void)state;
+
+    sr_harness_init(&h, "model-restart");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--init-tokens",
+                     "0", NULL);
+    open_worker(&h, &w[0], 0, 0);
+    open_worker(&h, &w[1], 1, 0);
+    assert_sr_ok(sr_client_ready(w[0].c));
+    assert_sr_ok(sr_client_ready(w[1].c));
+    run_pair(&h, w, 2);
+    sr_harness_kill9(&h);
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", NULL);
+    run_pair(&h, w, 4);
+    expect_values(&w[0], 4);
+
+    /* The chief restarts with the tensors in reverse order. */
+    sr_client_close(w[0].c);
+    open_worker(&h, &w[0], 0, 1);
+    assert_sr_ok(sr_client_ready(w[0].c));
+    sr_harness_kill9(&h);
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", NULL);
+    run_pair(&h, w, 6);
+    expect_values(&w[0], 6);
+    expect_values(&w[1], 6);
+    {
+        float  wv[6];
+        double sv;
+        assert_sr_ok(sr_client_pull(w[1].c, "layer.w", wv, sizeof(wv)));
+        assert_sr_ok(sr_client_pull(w[1].c, "scale", &sv, sizeof(sv)));
+        assert_memory_equal(wv, w[1].w, sizeof(wv));
+        assert_true(sv == w[1].s);
+    }
+
+    /* A list that lacks a stored tensor. */
+    c = sr_harness_client(&h, 0);
+    specs(t, 0);
+    assert_int_equal(sr_client_declare_model(c, NT - 1, t), SR_EINVAL);
+    assert_non_null(strstr(sr_client_error(c), "bn.count"));
+    /* A changed shape. */
+    t[T_W].shape = bad_shape;
+    assert_int_equal(sr_client_declare_model(c, NT, t), SR_EEXIST);
+    assert_non_null(strstr(sr_client_error(c), "layer.w"));
+    /* A new tensor on the ready model. */
+    specs(t, 0);
+    t[NT] = (sr_tensor_spec){"extra", SR_FLOAT32, 1, &one, NULL, 0};
+    assert_int_equal(sr_client_declare_model(c, NT + 1, t), SR_EINVAL);
+    assert_non_null(strstr(sr_client_error(c), "--allow-new-variables"));
+    /* A name of the coordinator's. */
+    t[NT].name = SR_STORE_PACK_PREFIX "9";
+    assert_int_equal(sr_client_declare_model(c, NT + 1, t), SR_EINVAL);
+    sr_client_close(c);
+    for (int k = 0; k < 2; k++) {
+        sr_client_close(w[k].c);
+    }
+    sr_harness_fini(&h);
+}
+
+/* Backup replicas (R = 1, N = 2): each step takes the first push of a
+ * round; both tasks push the same gradients, so the values are exact
+ * whichever it is. */
+static void *
+train_same(void *arg)
+{
+    worker     *w = arg;
+    grads       g;
+    const void *gp[NT];
+    void       *vp[NT];
+
+    grads_of(0, &g);
+    pointers(w, &g, gp, vp);
+    w->rc = sr_client_model_pull(w->c, vp);
+    while (w->rc == 0 && sr_client_local_step(w->c) < w->until) {
+        w->rc = sr_client_model_step(w->c, gp, vp);
+    }
+    if (w->rc == 0) {
+        w->rc = sr_client_model_pull(w->c, vp);
+    }
+    return NULL;
+}
+
+static void
+test_model_backup_replicas(void **state)
+{
+    sr_harness h;
+    worker     w[2];
+    pthread_t  th[2];
+    (void)state;
+
+    sr_harness_init(&h, "model-backup");
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--total-replicas", "2", "--learning-rate",
+                     "0.5", "--max-steps", "5", NULL);
+    open_worker(&h, &w[0], 0, 0);
+    open_worker(&h, &w[1], 1, 0);
+    assert_sr_ok(sr_client_ready(w[0].c));
+    assert_sr_ok(sr_client_ready(w[1].c));
+    for (int k = 0; k < 2; k++) {
+        w[k].until = 100; /* --max-steps ends it: SR_EDONE */
+        assert_int_equal(pthread_create(&th[k], NULL, train_same, &w[k]), 0);
+    }
+    for (int k = 0; k < 2; k++) {
+        pthread_join(th[k], NULL);
+        assert_int_equal(w[k].rc, SR_EDONE);
+    }
+    {
+        float x[6];
+        grads g;
+        grads_of(0, &g);
+        assert_sr_ok(sr_client_pull(w[0].c, "layer.w", x, sizeof(x)));
+        for (int i = 0; i < 6; i++) {
+            float v = w0[i];
+            for (int s = 0; s < 5; s++) {
+                v -= 0.5f * g.gw[i];
+            }
+            assert_true(x[i] == v);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        sr_client_close(w[k].c);
+    }
+    sr_harness_fini(&h);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_trains_exactly),
+        cmocka_unit_test(test_model_restarts_and_changed_lists),
+        cmocka_unit_test(test_model_backup_replicas),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
