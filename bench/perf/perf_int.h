@@ -48,9 +48,17 @@ typedef struct {
     int     ack;         /* row 1 baseline: one acknowledged message in flight */
     int     kill_at_end; /* SIGKILL the coordinator after the window (skips its final
                             commit, which the row does not measure) */
-    int many;            /* row 6: sr_client_pull_many / sr_client_push_many (else a
-                            call per variable) */
+    int many;            /* row 6: MANY_CALLS sr_client_pull_many / sr_client_push_many,
+                            MANY_MODEL the model API (sr_client_model_step), else a
+                            call per variable */
+    const int64_t *tensor_elems; /* row 6: each variable's float32 elements (nvars of
+                                    them, summing to bytes / 4); NULL: bytes / nvars each */
 } run_cfg;
+
+enum { MANY_CALLS = 1, MANY_MODEL = 2 };
+
+/* Variable v's bytes in c. */
+size_t run_cfg_tensor_bytes(const run_cfg *c, int v);
 
 /* A worker's token: the step value it got and when, in which incarnation. */
 typedef struct {

@@ -615,28 +615,74 @@ row_recovery(bench *b)
     return ok ? 0 : -1;
 }
 
+/* ResNet-50's parameter list (torchvision's resnet50, 161 tensors, 25.56 M
+ * float32): conv weights, each followed by its BatchNorm's weight and bias,
+ * then fc.  Fills e[161]; returns the count. */
+static int
+resnet50_elems(int64_t *e)
+{
+    static const int widths[4] = {64, 128, 256, 512}, blocks[4] = {3, 4, 6, 3};
+    int              n = 0, in = 64;
+
+    e[n++] = 64 * 3 * 7 * 7, e[n++] = 64, e[n++] = 64;
+    for (int l = 0; l < 4; l++) {
+        int w = widths[l], out = 4 * w;
+        for (int k = 0; k < blocks[l]; k++) {
+            int cin = k == 0 ? in : out;
+            e[n++] = (int64_t)w * cin, e[n++] = w, e[n++] = w;
+            e[n++] = (int64_t)w * w * 9, e[n++] = w, e[n++] = w;
+            e[n++] = (int64_t)out * w, e[n++] = out, e[n++] = out;
+            if (k == 0) {
+                e[n++] = (int64_t)out * cin, e[n++] = out, e[n++] = out;
+            }
+        }
+        in = out;
+    }
+    e[n++] = 2048 * 1000, e[n++] = 1000;
+    return n;
+}
+
 /* Row 6 (beyond the issue's five): models of many variables against the
  * same bytes in one variable, both run by syncrep in this run, so the ratio
- * is what the per-variable work costs.  Cells: 2,000 variables of 1 KiB with
- * the calls meant for them (sr_client_pull_many, sr_client_push_many) and
- * with a call per variable, and 200 of 50 KiB (a common shape: a network's
- * layers) with the calls for many. */
+ * is what the per-tensor work costs.  Cells: 2,000 variables of 1 KiB with
+ * the calls meant for them (sr_client_pull_many, sr_client_push_many), with
+ * a call per variable and with the model API (sr_client_model_step, issue
+ * 23: the coordinator packs the tensors), 200 of 50 KiB (a network's
+ * layers) with the calls for many and with the model API at 2 and 4
+ * workers, and ResNet-50's parameter list with the model API.  The model
+ * API's cells have targets (issue 23). */
 int
 row_many(bench *b)
 {
+    static int64_t resnet[161];
     static const struct {
-        int nvars, kib, many;
-    } shapes[] = {{2000, 1, 1}, {2000, 1, 0}, {200, 50, 1}};
-    int rc = 0;
+        int         nvars, kib, many, W, resnet;
+        double      target;
+        const char *target_text;
+    } shapes[] = {
+        {2000, 1, MANY_CALLS, 2, 0, 0, "none"},     {2000, 1, 0, 2, 0, 0, "none"},
+        {2000, 1, MANY_MODEL, 2, 0, 0.8, ">= 0.8"}, {200, 50, MANY_CALLS, 2, 0, 0, "none"},
+        {200, 50, MANY_MODEL, 2, 0, 0.9, ">= 0.9"}, {200, 50, MANY_MODEL, 4, 0, 0.9, ">= 0.9"},
+        {161, 0, MANY_MODEL, 2, 1, 0.8, ">= 0.8"},
+    };
+    static const char *const how[] = {"a call per variable", "pull_many/push_many", "model API"};
+    int                      rc = 0, nres = resnet50_elems(resnet);
+    int64_t                  resnet_elems = 0;
 
-    printf(
-        "# row 6: many variables -- 2 workers, float32 variables (2,000 x 1 KiB, 200 x 50 KiB),\n"
-        "#        pull -> push -> step, checkpoint every step, NORMAL, --commit sync;\n"
-        "#        baseline: the same bytes as one variable (syncrep too, same run)\n");
+    for (int i = 0; i < nres; i++) {
+        resnet_elems += resnet[i];
+    }
+    printf("# row 6: many variables -- 2 or 4 workers, float32 variables (2,000 x 1 KiB, 200 x 50 "
+           "KiB,\n"
+           "#        ResNet-50's 161 tensors), pull -> push -> step (the model API: one call),\n"
+           "#        checkpoint every step, NORMAL, --commit sync;\n"
+           "#        baseline: the same bytes as one variable (syncrep too, same run)\n");
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]) && !interrupted; k++) {
-        run_cfg c = {.W = 2,
-                     .bytes = (size_t)shapes[k].nvars * (size_t)shapes[k].kib * KIB,
-                     .nvars = shapes[k].nvars,
+        size_t  bytes = shapes[k].resnet ? (size_t)resnet_elems * sizeof(float)
+                                         : (size_t)shapes[k].nvars * (size_t)shapes[k].kib * KIB;
+        run_cfg c = {.W = shapes[k].W,
+                     .bytes = bytes,
+                     .nvars = shapes[k].resnet ? nres : shapes[k].nvars,
                      .loop = LOOP_FULL,
                      .ckpt = 1,
                      .sync_normal = 1,
@@ -644,20 +690,28 @@ row_many(bench *b)
                      .steps = 2000,
                      .min_steps = 10,
                      .target_ms = b->quick ? 1000 : 2000,
-                     .many = shapes[k].many};
+                     .many = shapes[k].many,
+                     .tensor_elems = shapes[k].resnet ? resnet : NULL};
         run_cfg one = c;
         char    cfgtxt[96];
         one.nvars = 1;
         one.many = 0;
-        snprintf(cfgtxt, sizeof(cfgtxt), "%dx%dKiB W=2 %s", shapes[k].nvars, shapes[k].kib,
-                 shapes[k].many ? "pull_many/push_many" : "a call per variable");
-        cell *x = new_cell(b, 6, cfgtxt, "steps/s", "none");
+        one.tensor_elems = NULL;
+        if (shapes[k].resnet) {
+            snprintf(cfgtxt, sizeof(cfgtxt), "ResNet-50 %d tensors %.1fMiB W=%d %s", nres,
+                     (double)bytes / MIB, shapes[k].W, how[shapes[k].many]);
+        } else {
+            snprintf(cfgtxt, sizeof(cfgtxt), "%dx%dKiB W=%d %s", shapes[k].nvars, shapes[k].kib,
+                     shapes[k].W, how[shapes[k].many]);
+        }
+        cell *x = new_cell(b, 6, cfgtxt, "steps/s", shapes[k].target_text);
         if (x == NULL) {
             return -1;
         }
+        x->has_target = shapes[k].target > 0;
         printf("# %s\n", cfgtxt);
         rc = run_pairs(b, x, &c, &one) != 0 ? -1 : rc;
-        close_ratio_cell(b, x, 0);
+        close_ratio_cell(b, x, shapes[k].target);
     }
     return rc;
 }

@@ -40,12 +40,18 @@ var_name(int v, char *buf, size_t len)
     snprintf(buf, len, "layer%d", v);
 }
 
+size_t
+run_cfg_tensor_bytes(const run_cfg *c, int v)
+{
+    return c->tensor_elems != NULL ? (size_t)c->tensor_elems[v] * sizeof(float)
+                                   : c->bytes / (size_t)c->nvars;
+}
+
 /* Worker 0 after its loop: the model must be exactly -G * lr * g after G
  * applied steps from zeros, every gradient being g. */
 static int
 verify_model(sr_client *cl, const run_cfg *c, float *buf, slot *s)
 {
-    size_t  vb = c->bytes / (size_t)c->nvars, ne = vb / sizeof(float);
     int64_t g0 = -1, g1 = -2;
     char    name[32];
 
@@ -56,6 +62,7 @@ verify_model(sr_client *cl, const run_cfg *c, float *buf, slot *s)
         }
         s->checked = s->wrong = 0;
         for (int v = 0; v < c->nvars; v++) {
+            size_t vb = run_cfg_tensor_bytes(c, v), ne = vb / sizeof(float);
             var_name(v, name, sizeof(name));
             if (sr_client_pull(cl, name, buf, vb) != SR_OK) {
                 fail_msg(s, "verify pull: %s", sr_client_error(cl));
@@ -104,6 +111,69 @@ maybe_close_window(const run_cfg *c, const slot *s, int64_t tok, int64_t t_ns, i
     }
 }
 
+/* The largest variable of c, in bytes. */
+static size_t
+max_tensor_bytes(const run_cfg *c)
+{
+    size_t m = 0;
+    for (int v = 0; v < c->nvars; v++) {
+        size_t b = run_cfg_tensor_bytes(c, v);
+        m = b > m ? b : m;
+    }
+    return m;
+}
+
+/* MANY_MODEL: the model's specs and the step's arguments (every gradient
+ * from g, the values into one arena of the model's bytes). */
+typedef struct {
+    sr_tensor_spec *specs;
+    int64_t        *shapes;
+    const void    **gp;
+    void          **vp;
+    uint8_t        *vals;
+} model_io;
+
+static void
+model_io_free(model_io *m)
+{
+    free(m->specs);
+    free(m->shapes);
+    free(m->gp);
+    free(m->vp);
+    free(m->vals);
+}
+
+static int
+model_declare(const run_cfg *c, sr_client *cl, const char *const *names, const float *g,
+              const float *zeros, slot *s, model_io *m)
+{
+    size_t n = (size_t)c->nvars, off = 0;
+
+    m->specs = calloc(n, sizeof(*m->specs));
+    m->shapes = calloc(n, sizeof(*m->shapes));
+    m->gp = calloc(n, sizeof(*m->gp));
+    m->vp = calloc(n, sizeof(*m->vp));
+    m->vals = malloc(c->bytes);
+    if (m->specs == NULL || m->shapes == NULL || m->gp == NULL || m->vp == NULL ||
+        m->vals == NULL) {
+        fail_msg(s, "out of memory");
+        return -1;
+    }
+    for (size_t v = 0; v < n; v++) {
+        size_t b = run_cfg_tensor_bytes(c, (int)v);
+        m->shapes[v] = (int64_t)(b / sizeof(float));
+        m->specs[v] = (sr_tensor_spec){names[v], SR_FLOAT32, 1, &m->shapes[v], zeros, 0};
+        m->gp[v] = g;
+        m->vp[v] = m->vals + off;
+        off += b;
+    }
+    if (sr_client_declare_model(cl, n, m->specs) != SR_OK) {
+        fail_msg(s, "declare model: %s", sr_client_error(cl));
+        return -1;
+    }
+    return 0;
+}
+
 /* --push-then-step: the workers end a round with sr_client_push and
  * sr_client_step instead of sr_client_push_step (the push and the TOKEN
  * request then travel as two messages; for A/B runs). */
@@ -120,9 +190,10 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
     sr_client        *cl = NULL;
     sr_client_options o;
     sr_client_stats   st0, st1;
-    size_t            vb = c->bytes / (size_t)c->nvars, ne = vb / sizeof(float);
+    size_t            vb = max_tensor_bytes(c), ne = vb / sizeof(float);
     float            *g = malloc(vb), *buf = malloc(vb), *zeros = NULL;
     int64_t           shape[1] = {(int64_t)ne};
+    model_io          mio = {0};
     int               started = 0, rc = -1;
     double            cpu0 = 0, ccpu0 = 0;
     int64_t           flt0 = 0, cflt0 = 0, cflt1 = 0, t_prev = 0;
@@ -160,7 +231,10 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
         fail_msg(s, "open %s: %s", endpoint, sr_errdetail());
         goto out;
     }
-    for (int v = 0; v < c->nvars; v++) {
+    if (c->many == MANY_MODEL && model_declare(c, cl, names, g, zeros, s, &mio) != 0) {
+        goto out;
+    }
+    for (int v = 0; c->many != MANY_MODEL && v < c->nvars; v++) {
         var_name(v, name, sizeof(name));
         if (sr_client_declare(cl, name, SR_FLOAT32, 1, shape, zeros) != SR_OK) {
             fail_msg(s, "declare %s: %s", name, sr_client_error(cl));
@@ -173,42 +247,57 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
         fail_msg(s, "ready: %s", sr_client_error(cl));
         goto out;
     }
+    if (c->many == MANY_MODEL && sr_client_model_pull(cl, mio.vp) != SR_OK) {
+        fail_msg(s, "model pull: %s", sr_client_error(cl));
+        goto out;
+    }
     for (;;) {
-        int64_t t0 = now_ns(), t1 = t0, t2, t3, tok;
-        if (c->loop == LOOP_FULL) {
-            s->phase = PH_PULL;
-            if (c->many && sr_client_pull_many(cl, (size_t)c->nvars, names, dsts, sizes) != SR_OK) {
-                fail_msg(s, "pull_many: %s", sr_client_error(cl));
+        int64_t t0 = now_ns(), t1 = t0, t2 = t0, t3, tok;
+        if (c->many == MANY_MODEL) {
+            /* One call: the pushes, the token and the pulls of the round. */
+            s->phase = PH_STEP;
+            if (sr_client_model_step(cl, mio.gp, mio.vp) != SR_OK) {
+                fail_msg(s, "model step: %s", sr_client_error(cl));
                 goto out;
             }
-            for (int v = 0; !c->many && v < c->nvars; v++) {
+        } else {
+            if (c->loop == LOOP_FULL) {
+                s->phase = PH_PULL;
+                if (c->many &&
+                    sr_client_pull_many(cl, (size_t)c->nvars, names, dsts, sizes) != SR_OK) {
+                    fail_msg(s, "pull_many: %s", sr_client_error(cl));
+                    goto out;
+                }
+                for (int v = 0; !c->many && v < c->nvars; v++) {
+                    var_name(v, name, sizeof(name));
+                    if (sr_client_pull(cl, name, buf, vb) != SR_OK) {
+                        fail_msg(s, "pull %s: %s", name, sr_client_error(cl));
+                        goto out;
+                    }
+                }
+                t1 = now_ns();
+            }
+            s->phase = PH_PUSH;
+            if (c->many && sr_client_push_many(cl, (size_t)(c->nvars - !push_then_step), names,
+                                               srcs, sizes) != SR_OK) {
+                fail_msg(s, "push_many: %s", sr_client_error(cl));
+                goto out;
+            }
+            for (int v = 0; !c->many && v < c->nvars - !push_then_step; v++) {
                 var_name(v, name, sizeof(name));
-                if (sr_client_pull(cl, name, buf, vb) != SR_OK) {
-                    fail_msg(s, "pull %s: %s", name, sr_client_error(cl));
+                if (sr_client_push(cl, name, g, vb) != SR_OK) {
+                    fail_msg(s, "push %s: %s", name, sr_client_error(cl));
                     goto out;
                 }
             }
-            t1 = now_ns();
-        }
-        s->phase = PH_PUSH;
-        if (c->many && sr_client_push_many(cl, (size_t)(c->nvars - !push_then_step), names, srcs,
-                                           sizes) != SR_OK) {
-            fail_msg(s, "push_many: %s", sr_client_error(cl));
-            goto out;
-        }
-        for (int v = 0; !c->many && v < c->nvars - !push_then_step; v++) {
-            var_name(v, name, sizeof(name));
-            if (sr_client_push(cl, name, g, vb) != SR_OK) {
-                fail_msg(s, "push %s: %s", name, sr_client_error(cl));
+            t2 = now_ns(); /* the step's time includes the last push unless push_then_step */
+            s->phase = PH_STEP;
+            var_name(c->nvars - 1, name, sizeof(name));
+            if ((push_then_step ? sr_client_step(cl) : sr_client_push_step(cl, name, g, vb)) !=
+                SR_OK) {
+                fail_msg(s, "step: %s", sr_client_error(cl));
                 goto out;
             }
-        }
-        t2 = now_ns(); /* the step's time includes the last push unless push_then_step */
-        s->phase = PH_STEP;
-        var_name(c->nvars - 1, name, sizeof(name));
-        if ((push_then_step ? sr_client_step(cl) : sr_client_push_step(cl, name, g, vb)) != SR_OK) {
-            fail_msg(s, "step: %s", sr_client_error(cl));
-            goto out;
         }
         t3 = now_ns();
         s->phase = PH_IDLE;
@@ -273,6 +362,7 @@ out:
     free(dsts);
     free(srcs);
     free(sizes);
+    model_io_free(&mio);
     return rc;
 }
 
