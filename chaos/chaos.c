@@ -306,21 +306,50 @@ sr__chaos_main(int argc, char **argv)
     return passed ? 0 : 1;
 }
 
+static const char worker_usage_text[] =
+    "usage: syncrep chaos-worker --connect ENDPOINT --task-index I --seed S [--timeout-ms MS]\n"
+    "\n"
+    "The deterministic worker `syncrep chaos` starts (one per task): it trains the\n"
+    "chaos model (docs/chaos.md), whose gradients are a function of the seed, the\n"
+    "task index and the step alone, so the verifier can replay every step.  Run by\n"
+    "hand it joins any coordinator at ENDPOINT as task I and trains until killed.\n"
+    "\n"
+    "  --connect ENDPOINT   the coordinator (tcp://HOST:PORT or ipc://PATH)\n"
+    "  --task-index I       this worker's task (0 is the chief: it declares the model)\n"
+    "  --seed S             the chaos run's seed (the same for every worker)\n"
+    "  --timeout-ms MS      how long one call waits for the coordinator (60000)\n";
+
 int
 sr__chaos_worker_cli(int argc, char **argv)
 {
     const char *endpoint = NULL;
     long long   task = -1, seed = -1, timeout = 60000;
 
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(worker_usage_text, stdout);
+            return 0;
+        }
+    }
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            return sr_args_usage_error("chaos-worker", "%s needs a value", argv[i]);
+        }
+        int bad = 0;
         if (strcmp(argv[i], "--connect") == 0) {
             endpoint = argv[i + 1];
         } else if (strcmp(argv[i], "--task-index") == 0) {
-            sr_args_parse_i64(argv[i + 1], 0, MAX_WORKERS, &task);
+            bad = sr_args_parse_i64(argv[i + 1], 0, MAX_WORKERS, &task);
         } else if (strcmp(argv[i], "--seed") == 0) {
-            sr_args_parse_i64(argv[i + 1], 0, INT64_MAX, &seed);
+            bad = sr_args_parse_i64(argv[i + 1], 0, INT64_MAX, &seed);
         } else if (strcmp(argv[i], "--timeout-ms") == 0) {
-            sr_args_parse_i64(argv[i + 1], 1, 3600000, &timeout);
+            bad = sr_args_parse_i64(argv[i + 1], 1, 3600000, &timeout);
+        } else {
+            return sr_args_usage_error("chaos-worker", "unknown option '%s'", argv[i]);
+        }
+        if (bad) {
+            return sr_args_usage_error("chaos-worker", "bad value '%s' for %s", argv[i + 1],
+                                       argv[i]);
         }
     }
     if (endpoint == NULL || task < 0 || seed < 0) {

@@ -1,0 +1,133 @@
+/*
+ * Issue 22 through the real `syncrep` command: a refused --bind says what is
+ * wrong in words and leaves no store behind; --version, help COMMAND and
+ * chaos-worker --help.
+ */
+#include "sr_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Run `syncrep ARGS...` (NULL-terminated, at most 16) with stdout and stderr
+ * into dir/out.txt; the exit code, the output into out (cap bytes). */
+static int
+run_syncrep(const char *dir, char *out, size_t cap, const char *const *args)
+{
+    char        log[700];
+    const char *argv[20];
+    size_t      n = 0;
+    FILE       *f;
+
+    argv[n++] = sr_test_syncrep_bin();
+    for (size_t i = 0; args[i] != NULL && n + 1 < sizeof(argv) / sizeof(argv[0]); i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    snprintf(log, sizeof(log), "%s/out.txt", dir);
+    unlink(log);
+    pid_t pid = sr_test_spawn((char *const *)argv, log);
+    assert_true(pid > 0);
+    int st = sr_test_reap(pid, 30000);
+    assert_true(st >= 0 && WIFEXITED(st));
+    out[0] = '\0';
+    if ((f = fopen(log, "r")) != NULL) {
+        size_t len = fread(out, 1, cap - 1, f);
+        out[len] = '\0';
+        fclose(f);
+    }
+    return WEXITSTATUS(st);
+}
+
+/* `syncrep coordinator --store dir/bind.db --bind EP ...`: refused with exit
+ * 2, the output holding want, and no store file (nor its -lock) made. */
+static void
+expect_bind_refused(const char *dir, const char *ep, const char *want)
+{
+    char store[600], lock[700], out[4096];
+
+    snprintf(store, sizeof(store), "%s/bind.db", dir);
+    snprintf(lock, sizeof(lock), "%s-lock", store);
+    const char *const args[] = {
+        "coordinator", "--store",         store, "--bind", ep, "--replicas-to-aggregate",
+        "1",           "--learning-rate", "0.1", NULL};
+    int rc = run_syncrep(dir, out, sizeof(out), args);
+    if (rc != 2 || strstr(out, want) == NULL) {
+        fprintf(stderr, "--bind %s: exit %d, output:\n%s(wanted \"%s\")\n", ep, rc, out, want);
+    }
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, want));
+    assert_int_equal(access(store, F_OK), -1);
+    assert_int_equal(access(lock, F_OK), -1);
+}
+
+/* Each of the binds the issue names (a host name, a bare host:port, a
+ * missing port) and a few more: words, exit 2, no store. */
+static void
+test_ops_bind_refused_in_words_no_store(void **state)
+{
+    char *dir = sr_test_mkdtemp("ops-bind");
+    (void)state;
+
+    expect_bind_refused(dir, "tcp://localhost:7999",
+                        "'localhost' is neither an IP address of this machine");
+    expect_bind_refused(dir, "localhost:7999", "is not an endpoint: --bind takes tcp://");
+    expect_bind_refused(dir, "tcp://127.0.0.1", "has no port");
+    expect_bind_refused(dir, "tcp://127.0.0.1:", "has no port after the ':'");
+    expect_bind_refused(dir, "tcp://127.0.0.1:99999", "is not a number 0..65535");
+    expect_bind_refused(dir, "tcp://:7999", "has no address before the port");
+    expect_bind_refused(dir, "udp://127.0.0.1:7999", "unknown transport 'udp'");
+    expect_bind_refused(dir, "tcp://192.0.2.1:7999", "is not an address of this machine");
+    sr_test_rmdir_rf(dir);
+}
+
+/* --version prints project()'s version; help COMMAND prints that command's
+ * usage (exit 0), an unknown one exits 2; chaos-worker --help is its usage. */
+static void
+test_ops_version_and_help_command(void **state)
+{
+    char *dir = sr_test_mkdtemp("ops-help");
+    char  out[8192], want[64];
+    (void)state;
+
+    snprintf(want, sizeof(want), "syncrep %s\n", SR_PROJECT_VERSION);
+    assert_int_equal(run_syncrep(dir, out, sizeof(out), (const char *const[]){"--version", NULL}),
+                     0);
+    assert_string_equal(out, want);
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out), (const char *const[]){"help", "coordinator", NULL}), 0);
+    assert_non_null(strstr(out, "usage: syncrep coordinator --store PATH"));
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out), (const char *const[]){"help", "store", NULL}), 0);
+    assert_non_null(strstr(out, "usage: syncrep store"));
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out), (const char *const[]){"help", "chaos-worker", NULL}), 0);
+    assert_non_null(strstr(out, "usage: syncrep chaos-worker --connect ENDPOINT"));
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out), (const char *const[]){"chaos-worker", "--help", NULL}),
+        0);
+    assert_non_null(strstr(out, "--task-index I"));
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out), (const char *const[]){"help", "bogus", NULL}), 2);
+    assert_non_null(strstr(out, "unknown command 'bogus'"));
+    assert_int_equal(run_syncrep(dir, out, sizeof(out),
+                                 (const char *const[]){"chaos-worker", "--bogus", "1", NULL}),
+                     2);
+    assert_non_null(strstr(out, "unknown option '--bogus'"));
+    sr_test_rmdir_rf(dir);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops_bind_refused_in_words_no_store),
+        cmocka_unit_test(test_ops_version_and_help_command),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
