@@ -356,4 +356,13 @@ typedef struct {
 } sr_store_ckpt_stats;
 void sr_store_get_ckpt_stats(sr_store *st, sr_store_ckpt_stats *out);
 
+/* Issue 22: remove the variable `name` (its value, optimizer slots, chunk
+ * versions and step-log rows) in one durable transaction; the other
+ * variables and every retained checkpoint are untouched (store/store_drop.c).
+ * The caller keeps coordinators off the store (the CLI takes STORE-lock).
+ * dropped (may be NULL) gets the variable's record.  SR_ENOENT naming the
+ * variable if there is none (nothing changed), SR_EACCES on a read-only
+ * handle, SR_ESTORE. */
+sr_err sr_store_drop_variable(sr_store *st, const char *name, sr_store_var *dropped);
+
 #endif

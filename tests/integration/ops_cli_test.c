@@ -12,7 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+
 #include "harness.h"
+#include "store/store.h"
 
 /* Run `syncrep ARGS...` (NULL-terminated, at most 16) with stdout and stderr
  * into dir/out.txt; the exit code, the output into out (cap bytes). */
@@ -122,12 +126,133 @@ test_ops_version_and_help_command(void **state)
     sr_test_rmdir_rf(dir);
 }
 
+/* A store with variables "keep" and "junk" (the second with a momentum
+ * slot), the step log on, committed to step 3 with every step retained. */
+static void
+make_two_var_store(const char *path, int64_t *keep_id, int64_t *junk_id)
+{
+    sr_store_opts o;
+    sr_store     *st = NULL;
+    const int64_t shape[1] = {8};
+    float         v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint64_t      inc;
+
+    memset(&o, 0, sizeof(o));
+    o.create = 1;
+    o.keep_checkpoints = 10;
+    assert_sr_ok(sr_store_open(path, &o, &st));
+    assert_sr_ok(sr_store_new_incarnation(st, &inc));
+    assert_sr_ok(
+        sr_store_declare(st, "keep", SR_FLOAT32, 1, shape, 1, v, sizeof(v), keep_id, NULL));
+    assert_sr_ok(
+        sr_store_declare(st, "junk", SR_FLOAT32, 1, shape, 1, v, sizeof(v), junk_id, NULL));
+    assert_sr_ok(sr_store_set_ready(st));
+    for (int64_t step = 1; step <= 3; step++) {
+        for (int i = 0; i < 8; i++) {
+            v[i] += 1;
+        }
+        sr_store_tensor t[3] = {
+            {.var_id = *keep_id, .data = v, .len_bytes = sizeof(v)},
+            {.var_id = *junk_id, .data = v, .len_bytes = sizeof(v)},
+            {.var_id = *junk_id, .slot = "momentum", .data = v, .len_bytes = sizeof(v)}};
+        sr_store_contrib log[2] = {{.step = step - 1, .var_id = *keep_id, .task_index = 0},
+                                   {.step = step - 1, .var_id = *junk_id, .task_index = 0}};
+        sr_store_commit  c = {
+             .global_step = step, .tensors = t, .ntensors = 3, .log = log, .nlog = 2};
+        assert_sr_ok(sr_store_commit_step(st, &c));
+    }
+    sr_store_close(st);
+}
+
+/* drop-variable: refused (exit 1, nothing changed) while the writer lock is
+ * held, as a running coordinator holds it; an unknown name is refused naming
+ * it; then the variable, its slot, versions and step-log rows go, the other
+ * stays, verify is clean, inspect shows added_at, and a rewind to a retained
+ * step still works. */
+static void
+test_ops_store_drop_variable(void **state)
+{
+    char         *dir = sr_test_mkdtemp("ops-drop");
+    char          path[600], lockp[700], out[8192];
+    int64_t       keep_id, junk_id;
+    sr_store_opts o;
+    sr_store     *st = NULL;
+    sr_store_var *vars = NULL;
+    size_t        n = 0;
+    (void)state;
+
+    snprintf(path, sizeof(path), "%s/s.db", dir);
+    snprintf(lockp, sizeof(lockp), "%s-lock", path);
+    make_two_var_store(path, &keep_id, &junk_id);
+
+    int fd = open(lockp, O_RDWR | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out),
+                    (const char *const[]){"store", "drop-variable", path, "junk", NULL}),
+        1);
+    assert_non_null(strstr(out, "in use by another coordinator"));
+    close(fd); /* the "coordinator" stopped */
+
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out),
+                    (const char *const[]){"store", "drop-variable", path, "nope", NULL}),
+        1);
+    assert_non_null(strstr(out, "no variable 'nope'"));
+
+    memset(&o, 0, sizeof(o));
+    o.readonly = 1;
+    assert_sr_ok(sr_store_open(path, &o, &st));
+    assert_sr_ok(sr_store_list_vars(st, &vars, &n));
+    assert_int_equal(n, 2); /* the refusals changed nothing */
+    free(vars);
+    sr_store_close(st);
+
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out),
+                    (const char *const[]){"store", "drop-variable", path, "junk", NULL}),
+        0);
+    assert_non_null(strstr(out, "dropped variable 'junk' (float32 [8], added at step 0)"));
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out), (const char *const[]){"store", "verify", path, NULL}),
+        0);
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out), (const char *const[]){"store", "inspect", path, NULL}),
+        0);
+    assert_non_null(strstr(out, "added_at"));
+    assert_non_null(strstr(out, "variables (1)"));
+    assert_null(strstr(out, "junk"));
+
+    memset(&o, 0, sizeof(o));
+    assert_sr_ok(sr_store_open(path, &o, &st));
+    sr_store_contrib *log = NULL;
+    assert_sr_ok(sr_store_read_log(st, 0, 10, &log, &n));
+    assert_int_equal(n, 3); /* keep's rows only */
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(log[i].var_id, keep_id);
+    }
+    free(log);
+    sr_store_var v;
+    assert_sr_err(sr_store_find_var(st, "junk", &v), SR_ENOENT);
+    assert_sr_ok(sr_store_rewind(st, 1));
+    float got[8];
+    assert_sr_ok(sr_store_read_tensor(st, keep_id, NULL, -1, got, sizeof(got)));
+    assert_true(got[0] == 2.0f && got[7] == 9.0f);
+    sr_store_close(st);
+    assert_int_equal(
+        run_syncrep(dir, out, sizeof(out), (const char *const[]){"store", "verify", path, NULL}),
+        0);
+    sr_test_rmdir_rf(dir);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_bind_refused_in_words_no_store),
         cmocka_unit_test(test_ops_version_and_help_command),
+        cmocka_unit_test(test_ops_store_drop_variable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
