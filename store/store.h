@@ -365,4 +365,13 @@ void sr_store_get_ckpt_stats(sr_store *st, sr_store_ckpt_stats *out);
  * handle, SR_ESTORE. */
 sr_err sr_store_drop_variable(sr_store *st, const char *name, sr_store_var *dropped);
 
+/* Issue 22: rebuild the store file from its live rows (SQLite VACUUM, then
+ * a TRUNCATE checkpoint of the WAL), giving back the pages that retention
+ * and sr_store_drop_variable freed (store/store_vacuum.c).  Nothing stored
+ * changes.  The caller keeps coordinators off the store.  *before_bytes and
+ * *after_bytes (may be NULL) get the file's plus the -wal's size around it.
+ * SR_EACCES on a read-only handle, SR_ESTORE (a failed VACUUM changes
+ * nothing). */
+sr_err sr_store_vacuum(sr_store *st, int64_t *before_bytes, int64_t *after_bytes);
+
 #endif
