@@ -36,6 +36,17 @@
 
 /* ---- main --------------------------------------------------------------- */
 
+/* Issue 22: which signal cut the run short (the report and the exit status
+ * say so); the run itself stops through chaos_run.c's handler. */
+static volatile sig_atomic_t got_signal;
+
+static void
+on_signal(int sig)
+{
+    got_signal = sig;
+    sr__chaos_on_signal(sig);
+}
+
 static const char usage_text[] =
     "usage: syncrep chaos --workers N --replicas-to-aggregate R [--total-replicas M]\n"
     "                     --duration SECONDS --seed S [--kill-every SECONDS]\n"
@@ -48,7 +59,8 @@ static const char usage_text[] =
     "restarts them on a schedule drawn from the seed, then verifies from the store:\n"
     "replay (bit for bit), strictness, exactly R, R distinct tasks (at most ceil(R/N)\n"
     "gradients of one task in a step), no lost commits, liveness.\n"
-    "Writes DIR/report.json and DIR/timeline.svg; exit 0 only if all hold.\n"
+    "Writes DIR/report.json and DIR/timeline.svg; exit 0 only if all hold (1 if one\n"
+    "fails; interrupted by SIGINT/SIGTERM: the report says so, exit 130/143).\n"
     "--print-plan prints the fault schedule the seed gives, and runs nothing.\n"
     "--partition-bytes B (e.g. 32) splits the model's variables into partitions.\n"
     "--wal-limit-kib K (e.g. 64) makes the store's WAL checkpoints run all the time.\n";
@@ -248,7 +260,7 @@ sr__chaos_main(int argc, char **argv)
             c->seed, c->workers, c->R, c->M, c->duration, c->nplan, c->out);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = sr__chaos_on_signal;
+    sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
@@ -259,6 +271,14 @@ sr__chaos_main(int argc, char **argv)
     }
     c->t0 = sr_clock_now_ms() / 1000.0;
     sr__chaos_run(c);
+    if (got_signal != 0) {
+        c->interrupted = (int)got_signal;
+        c->interrupted_t = sr_clock_now_ms() / 1000.0 - c->t0;
+        fprintf(stderr,
+                "[chaos] INTERRUPTED by %s after %.1f s of %.0f: the report covers only the "
+                "part that ran, and the run counts as failed\n",
+                got_signal == SIGINT ? "SIGINT" : "SIGTERM", c->interrupted_t, c->duration);
+    }
     sr_status_client_close(c->status);
     c->status = NULL;
 
@@ -286,7 +306,7 @@ sr__chaos_main(int argc, char **argv)
     live->passed = !c->liveness_failed;
     snprintf(live->detail, sizeof(live->detail), "%s",
              c->liveness_failed ? c->liveness_detail : "ok");
-    passed = passed && live->passed;
+    passed = passed && live->passed && c->interrupted == 0;
     sr__chaos_report_write(c, checks, SR_CHAOS_NCHECKS + 1, passed,
                            rc == SR_OK ? e.global_step : c->gstep);
     sr__chaos_report_svg(c);
@@ -298,13 +318,30 @@ sr__chaos_main(int argc, char **argv)
     fprintf(stderr,
             "[chaos] %s: global step %" PRId64
             ", report %s/report.json, timeline %s/timeline.svg\n",
-            passed ? "PASSED" : "FAILED", rc == SR_OK ? e.global_step : c->gstep, c->out, c->out);
+            passed           ? "PASSED"
+            : c->interrupted ? "INTERRUPTED"
+                             : "FAILED",
+            rc == SR_OK ? e.global_step : c->gstep, c->out, c->out);
     if (rc == SR_OK) {
         sr_chaos_evidence_free(&e);
     }
+    int interrupted = c->interrupted;
     free(c);
-    return passed ? 0 : 1;
+    return interrupted ? 128 + interrupted : passed ? 0 : 1;
 }
+
+static const char worker_usage_text[] =
+    "usage: syncrep chaos-worker --connect ENDPOINT --task-index I --seed S [--timeout-ms MS]\n"
+    "\n"
+    "The deterministic worker `syncrep chaos` starts (one per task): it trains the\n"
+    "chaos model (docs/chaos.md), whose gradients are a function of the seed, the\n"
+    "task index and the step alone, so the verifier can replay every step.  Run by\n"
+    "hand it joins any coordinator at ENDPOINT as task I and trains until killed.\n"
+    "\n"
+    "  --connect ENDPOINT   the coordinator (tcp://HOST:PORT or ipc://PATH)\n"
+    "  --task-index I       this worker's task (0 is the chief: it declares the model)\n"
+    "  --seed S             the chaos run's seed (the same for every worker)\n"
+    "  --timeout-ms MS      how long one call waits for the coordinator (60000)\n";
 
 int
 sr__chaos_worker_cli(int argc, char **argv)
@@ -312,15 +349,31 @@ sr__chaos_worker_cli(int argc, char **argv)
     const char *endpoint = NULL;
     long long   task = -1, seed = -1, timeout = 60000;
 
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(worker_usage_text, stdout);
+            return 0;
+        }
+    }
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            return sr_args_usage_error("chaos-worker", "%s needs a value", argv[i]);
+        }
+        int bad = 0;
         if (strcmp(argv[i], "--connect") == 0) {
             endpoint = argv[i + 1];
         } else if (strcmp(argv[i], "--task-index") == 0) {
-            sr_args_parse_i64(argv[i + 1], 0, MAX_WORKERS, &task);
+            bad = sr_args_parse_i64(argv[i + 1], 0, MAX_WORKERS, &task);
         } else if (strcmp(argv[i], "--seed") == 0) {
-            sr_args_parse_i64(argv[i + 1], 0, INT64_MAX, &seed);
+            bad = sr_args_parse_i64(argv[i + 1], 0, INT64_MAX, &seed);
         } else if (strcmp(argv[i], "--timeout-ms") == 0) {
-            sr_args_parse_i64(argv[i + 1], 1, 3600000, &timeout);
+            bad = sr_args_parse_i64(argv[i + 1], 1, 3600000, &timeout);
+        } else {
+            return sr_args_usage_error("chaos-worker", "unknown option '%s'", argv[i]);
+        }
+        if (bad) {
+            return sr_args_usage_error("chaos-worker", "bad value '%s' for %s", argv[i + 1],
+                                       argv[i]);
         }
     }
     if (endpoint == NULL || task < 0 || seed < 0) {

@@ -90,6 +90,10 @@ typedef struct {
     int               liveness_failed;
     char              liveness_detail[256];
     double            t0;
+    /* issue 22: the signal (SIGINT/SIGTERM) that cut the run short, 0 if none,
+     * and when (seconds from the start) */
+    int    interrupted;
+    double interrupted_t;
 } chaos;
 
 /* The role names reports print, by ROLE_*. */
@@ -104,6 +108,10 @@ void sr__chaos_run(chaos *c);
 
 /* chaos_plan.c: draw c->plan from c->seed and the options. */
 void sr__chaos_plan_make(chaos *c);
+
+/* chaos_report.c: the timeline's legend column in px (issue 22: wide enough
+ * for "coordinator restart" at ~7 px a character, plus its swatch). */
+#define SR__CHAOS_LEGEND_W 200.0
 
 /* chaos_report.c: write c->out/timeline.svg. */
 void sr__chaos_report_svg(chaos *c);

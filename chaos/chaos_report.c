@@ -41,9 +41,11 @@ cmp_double(const void *a, const void *b)
 void
 sr__chaos_report_svg(chaos *c)
 {
-    char    path[PATH_MAX + 32];
-    FILE   *f;
-    double  W = 900, H = 420, L = 70, B = 50, T = 40, Rm = 150;
+    char  path[PATH_MAX + 32];
+    FILE *f;
+    /* Rm: the legend's column, wide enough for its longest entry at about
+     * 7 px a character of 12 px sans-serif (issue 22: it ran past W). */
+    double  W = 960, H = 420, L = 70, B = 50, T = 40, Rm = SR__CHAOS_LEGEND_W;
     double  tmax = c->duration > 0 ? c->duration : 1;
     int64_t smax = 1;
 
@@ -87,36 +89,86 @@ sr__chaos_report_svg(chaos *c)
             T + ph / 2, T + ph / 2);
     for (int i = 0; i < c->nev; i++) {
         const event *e = &c->ev[i];
-        int          restart = strcmp(e->what, "restart") == 0 || strcmp(e->what, "cont") == 0;
-        if (strcmp(e->what, "kill") && strcmp(e->what, "stop") && !restart) {
+        if (strcmp(e->what, "stop") == 0) {
+            /* A stop is drawn as what it is: a band from SIGSTOP to its
+             * SIGCONT (or the end), not a kill's line. */
+            double end = tmax;
+            for (int j = i + 1; j < c->nev; j++) {
+                const event *x = &c->ev[j];
+                if (strcmp(x->what, "cont") == 0 && x->role == e->role && x->task == e->task) {
+                    end = x->t;
+                    break;
+                }
+            }
+            fprintf(f,
+                    "<rect class=\"stop\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                    "fill=\"%s\" opacity=\"0.18\"><title>%.2fs-%.2fs %s %d stopped "
+                    "(SIGSTOP..SIGCONT)</title></rect>\n",
+                    X(e->t), T, X(end) - X(e->t) > 1 ? X(end) - X(e->t) : 1, ph,
+                    role_color[e->role], e->t, end, sr__chaos_role_name[e->role], e->task);
+            continue;
+        }
+        if (strcmp(e->what, "resize") == 0 || strcmp(e->what, "resume") == 0) {
+            /* Resizes and rewinds (--resume-from-step): a marker on top. */
+            int rewind = strcmp(e->what, "resume") == 0;
+            fprintf(f,
+                    "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                    "font-size=\"11\">%s<title>%.2fs %s</title></text>\n",
+                    rewind ? "rewind" : "resize", X(e->t), T - 4, rewind ? "R" : "N", e->t,
+                    rewind ? "rewind (--resume-from-step)" : "resize (workers changed)");
+            continue;
+        }
+        int restart = strcmp(e->what, "restart") == 0;
+        if (strcmp(e->what, "kill") && !restart) {
             continue;
         }
         fprintf(f,
-                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                "stroke-width=\"%s\" %s opacity=\"0.8\"><title>%.2fs %s %s %d</title></line>\n",
-                X(e->t), T, X(e->t), T + ph, role_color[e->role], restart ? "1" : "2",
+                "<line class=\"%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                "stroke=\"%s\" stroke-width=\"%s\" %s opacity=\"0.8\"><title>%.2fs %s %s "
+                "%d</title></line>\n",
+                e->what, X(e->t), T, X(e->t), T + ph, role_color[e->role], restart ? "1" : "2",
                 restart ? "stroke-dasharray=\"4 3\"" : "", e->t, sr__chaos_role_name[e->role],
                 e->what, e->task);
+    }
+    if (c->interrupted) {
+        fprintf(f,
+                "<text class=\"interrupted\" x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\">"
+                "INTERRUPTED (%s) at %.1fs</text>\n",
+                L + 8, T + 14, c->interrupted == SIGINT ? "SIGINT" : "SIGTERM", c->interrupted_t);
     }
     fprintf(f, "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" points=\"");
     for (int i = 0; i < c->nsamples; i++) {
         fprintf(f, "%.1f,%.1f ", X(c->samples[i].t), Y(c->samples[i].step));
     }
     fprintf(f, "\"/>\n");
+    /* The legend: per role a kill, a restart and a stop; then the markers. */
     for (int r = 0; r < 3; r++) {
-        double y = T + 10 + r * 36;
+        double y = T + 10 + r * 54, x0 = L + pw + 14, xt = L + pw + 40;
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                 "stroke-width=\"2\"/>\n",
-                L + pw + 14, y, L + pw + 34, y, role_color[r]);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s kill</text>\n", L + pw + 40, y + 4,
+                x0, y, x0 + 20, y, role_color[r]);
+        fprintf(f, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\">%s kill</text>\n", xt, y + 4,
                 sr__chaos_role_name[r]);
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                 "stroke-dasharray=\"4 3\"/>\n",
-                L + pw + 14, y + 16, L + pw + 34, y + 16, role_color[r]);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s restart</text>\n", L + pw + 40, y + 20,
+                x0, y + 16, x0 + 20, y + 16, role_color[r]);
+        fprintf(f, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\">%s restart</text>\n", xt, y + 20,
                 sr__chaos_role_name[r]);
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"20\" height=\"10\" fill=\"%s\" "
+                "opacity=\"0.18\"/>\n",
+                x0, y + 27, role_color[r]);
+        fprintf(f, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\">%s stopped</text>\n", xt, y + 36,
+                sr__chaos_role_name[r]);
+    }
+    {
+        double y = T + 10 + 3 * 54, x0 = L + pw + 14, xt = L + pw + 40;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">N</text>\n", x0 + 6, y + 4);
+        fprintf(f, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\">resize</text>\n", xt, y + 4);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">R</text>\n", x0 + 6, y + 20);
+        fprintf(f, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\">rewind</text>\n", xt, y + 20);
     }
     fprintf(f, "</svg>\n");
 #undef X
@@ -165,11 +217,14 @@ sr__chaos_report_write(chaos *c, const sr_chaos_check *checks, int nchecks, int 
                      "  \"stops\": %d,\n  \"restarts\": {\"coordinator\": %d, \"chief\": %d, "
                      "\"worker\": %d, \"total\": %d},\n  \"resizes\": %d,\n  \"resumes\": %d,\n"
                      "  \"recovery_seconds\": {\"count\": %d, \"p50\": %.3f, \"max\": %.3f},\n"
-                     "  \"invariants\": [\n",
+                     "  \"interrupted\": %s,\n  \"invariants\": [\n",
                      c->kills[0], c->kills[1], c->kills[2], c->stops, c->restarts[0],
                      c->restarts[1], c->restarts[2],
                      c->restarts[0] + c->restarts[1] + c->restarts[2], c->resizes, c->resumes,
-                     c->nrecovery, p50, mx);
+                     c->nrecovery, p50, mx,
+                     c->interrupted == 0        ? "null"
+                     : c->interrupted == SIGINT ? "\"SIGINT\""
+                                                : "\"SIGTERM\"");
     for (int i = 0; i < nchecks; i++) {
         sr_strbuf_printf(&b, "    {\"name\": ");
         sr_strbuf_json_str(&b, checks[i].name);

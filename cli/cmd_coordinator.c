@@ -28,7 +28,9 @@ static const char usage_text[] =
     "  refused without --reconfigure (docs/operations.md, \"Restarting\").\n"
     "\n"
     "  --store PATH                  SQLite store (created if absent)\n"
-    "  --bind ENDPOINT               default tcp://127.0.0.1:7070 (ipc://PATH works too)\n"
+    "  --bind ENDPOINT               default tcp://127.0.0.1:7070 (ipc://PATH works too;\n"
+    "                                tcp:// takes an IP address, * or an interface, not a\n"
+    "                                host name: tcp://0.0.0.0:P binds every interface)\n"
     "  --replicas-to-aggregate R     gradients averaged per variable per step (required)\n"
     "  --total-replicas N            workers taking part (default R; N > R: backups)\n"
     "  --init-tokens K               tokens when the model becomes ready (default R;\n"
@@ -279,6 +281,11 @@ sr__cli_coordinator(int argc, char **argv)
     if ((o.curve_secret_key_file == NULL) != (o.authorized_keys == NULL)) {
         return sr_args_usage_error("coordinator", "--curve-secret-key-file and --authorized-keys "
                                                   "go together");
+    }
+    /* Issue 22: a --bind refused in words, before a store is created. */
+    char why[512];
+    if (sr__cli_check_bind(o.bind, why, sizeof(why)) != 0) {
+        return sr_args_usage_error("coordinator", "%s", why);
     }
     int k = o.init_tokens >= 0 ? o.init_tokens : o.R;
     if (k < o.R - o.N) {

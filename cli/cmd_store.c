@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "coordinator/exclusive.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/strbuf.h"
@@ -34,8 +35,35 @@ static const char usage_text[] =
     "                                 file OUT, rewound to retained step S if given;\n"
     "                                 npz, safetensors: the weights of the latest or\n"
     "                                 retained step S for numpy and PyTorch\n"
+    "  drop-variable PATH NAME        remove variable NAME (value, slots, history);\n"
+    "                                 the coordinator must be stopped\n"
+    "  vacuum PATH                    give the pages retention and drop-variable freed\n"
+    "                                 back to the file system; coordinator stopped\n"
     "\n"
-    "The store is opened read-only: safe while a coordinator is running on it.\n";
+    "inspect, verify and export open the store read-only: safe while a coordinator is\n"
+    "running on it.  drop-variable and vacuum take the store's writer lock (PATH-lock) and is\n"
+    "refused while a coordinator holds it.\n";
+
+static const char vacuum_usage[] =
+    "usage: syncrep store vacuum PATH\n"
+    "\n"
+    "Rebuilds the store file from its live rows (SQLite VACUUM, then the WAL copied\n"
+    "in and emptied): the pages of versions retention dropped and of dropped\n"
+    "variables go back to the file system.  Nothing stored changes.  Prints the size\n"
+    "of the file and its -wal before and after.  Takes the store's writer lock\n"
+    "(PATH-lock) first: refused while a coordinator runs on the store.  Needs free\n"
+    "disk space about the size of the store while it runs.\n";
+
+static const char drop_usage[] =
+    "usage: syncrep store drop-variable PATH NAME\n"
+    "\n"
+    "Removes the variable NAME from the store: its value, its optimizer slots and\n"
+    "EMA shadow, every retained version of them and its step-log rows, in one durable\n"
+    "transaction.  The other variables and the retained checkpoints are untouched (a\n"
+    "rewind still works).  Takes the store's writer lock (PATH-lock) first: refused,\n"
+    "changing nothing, while a coordinator runs on the store.  A chief that declares\n"
+    "the variable again later is refused unless the coordinator runs with\n"
+    "--allow-new-variables.  `store inspect` shows each variable's step of creation.\n";
 
 static const char inspect_usage[] =
     "usage: syncrep store inspect PATH [--json]\n"
@@ -308,7 +336,7 @@ print_human(const char *path, const inspection *in)
     printf("\nvariables (%zu)\n", in->nvars);
     if (in->nvars > 0) {
         printf("  %-5s %-24s %-8s %-16s %14s %-9s %8s %7s  %s\n", "id", "name", "dtype", "shape",
-               "bytes", "trainable", "created", "chunks", "slots");
+               "bytes", "trainable", "added_at", "chunks", "slots");
     }
     for (size_t i = 0; i < in->nvars; i++) {
         const sr_store_var *v = &in->vars[i];
@@ -1056,11 +1084,127 @@ cmd_export(int argc, char **argv)
     return 0;
 }
 
+/* The store at path opened read-write under its writer lock (*lock),
+ * for cmd; 0, or the exit code of the refusal. */
+static int
+open_locked(const char *cmd, const char *path, sr_store **st, int *lock)
+{
+    sr_store_opts o;
+    sr_err        rc;
+
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "syncrep store %s: %s: %s\n", cmd, path, strerror(errno));
+        return 1;
+    }
+    if ((rc = sr__coord_lock_store(path, lock)) != SR_OK) {
+        fprintf(stderr, "syncrep store %s: %s: %s (stop it first)\n", cmd, sr_strerror(rc),
+                sr_errdetail());
+        return 1;
+    }
+    memset(&o, 0, sizeof(o));
+    if ((rc = sr_store_open(path, &o, st)) != SR_OK) {
+        sr__coord_unlock_store(*lock);
+        *lock = -1;
+        return failed(cmd, rc);
+    }
+    return 0;
+}
+
+/* `store vacuum PATH` (issue 22): under the writer lock. */
+static int
+cmd_vacuum(int argc, char **argv)
+{
+    const char *path = NULL;
+    sr_store   *st = NULL;
+    int         lock = -1, x;
+    int64_t     before = 0, after = 0;
+
+    for (int i = 1; i < argc; i++) {
+        if (wants_help(argv[i])) {
+            fputs(vacuum_usage, stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-' || path != NULL) {
+            return sr_args_usage_error("store vacuum", "unexpected argument '%s'", argv[i]);
+        }
+        path = argv[i];
+    }
+    if (path == NULL) {
+        return sr_args_usage_error("store vacuum", "PATH is required");
+    }
+    if ((x = open_locked("vacuum", path, &st, &lock)) != 0) {
+        return x;
+    }
+    sr_err rc = sr_store_vacuum(st, &before, &after);
+    if (rc == SR_OK) {
+        printf("vacuumed %s: %" PRId64 " bytes before, %" PRId64 " after (file and -wal)\n", path,
+               before, after);
+    }
+    sr_store_close(st);
+    sr__coord_unlock_store(lock);
+    return rc == SR_OK ? 0 : failed("vacuum", rc);
+}
+
+/* `store drop-variable PATH NAME` (issue 22): under the writer lock. */
+static int
+cmd_drop_variable(int argc, char **argv)
+{
+    const char   *path = NULL, *name = NULL;
+    sr_store_opts o;
+    sr_store     *st = NULL;
+    sr_store_var  v;
+    char          shape[128];
+    int           lock = -1;
+    sr_err        rc;
+
+    for (int i = 1; i < argc; i++) {
+        if (wants_help(argv[i])) {
+            fputs(drop_usage, stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-') {
+            return sr_args_usage_error("store drop-variable", "unknown option '%s'", argv[i]);
+        }
+        if (path == NULL) {
+            path = argv[i];
+        } else if (name == NULL) {
+            name = argv[i];
+        } else {
+            return sr_args_usage_error("store drop-variable", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (path == NULL || name == NULL) {
+        return sr_args_usage_error("store drop-variable", "PATH and NAME are required");
+    }
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "syncrep store drop-variable: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    if ((rc = sr__coord_lock_store(path, &lock)) != SR_OK) {
+        fprintf(stderr, "syncrep store drop-variable: %s: %s (stop it first)\n", sr_strerror(rc),
+                sr_errdetail());
+        return 1;
+    }
+    memset(&o, 0, sizeof(o));
+    if ((rc = sr_store_open(path, &o, &st)) == SR_OK) {
+        rc = sr_store_drop_variable(st, name, &v);
+    }
+    if (rc == SR_OK) {
+        sr_shape_format(v.ndim, v.shape, shape, sizeof(shape));
+        printf("dropped variable '%s' (%s %s, added at step %" PRId64 ") from %s\n", SR_ESC(v.name),
+               sr_dtype_name(v.dtype), shape, v.created_step, path);
+    }
+    sr_store_close(st);
+    sr__coord_unlock_store(lock);
+    return rc == SR_OK ? 0 : failed("drop-variable", rc);
+}
+
 int
 sr__cli_store(int argc, char **argv)
 {
     if (argc < 2) {
-        return sr_args_usage_error("store", "missing subcommand (inspect|verify|export)");
+        return sr_args_usage_error(
+            "store", "missing subcommand (inspect|verify|export|drop-variable|vacuum)");
     }
     if (wants_help(argv[1]) || strcmp(argv[1], "help") == 0) {
         fputs(usage_text, stdout);
@@ -1074,6 +1218,12 @@ sr__cli_store(int argc, char **argv)
     }
     if (strcmp(argv[1], "export") == 0) {
         return cmd_export(argc - 1, argv + 1);
+    }
+    if (strcmp(argv[1], "vacuum") == 0) {
+        return cmd_vacuum(argc - 1, argv + 1);
+    }
+    if (strcmp(argv[1], "drop-variable") == 0) {
+        return cmd_drop_variable(argc - 1, argv + 1);
     }
     return sr_args_usage_error("store", "unknown subcommand '%s'", argv[1]);
 }

@@ -1,5 +1,7 @@
 /* `syncrep`: one command, subcommands.  `syncrep help` lists them; each
- * takes --help.  Exit codes: 0 ok, 1 failure, 2 usage error. */
+ * takes --help (`syncrep help COMMAND` prints it too); `syncrep --version`
+ * prints the version of CMake's project() (SYNCREP_VERSION, a compile
+ * definition of this file).  Exit codes: 0 ok, 1 failure, 2 usage error. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,7 @@ static const struct {
     {"chaos-worker", sr__chaos_worker_cli, "the chaos harness's deterministic worker"},
     {"status", sr__cli_status, "ask a running coordinator for its state"},
     {"keygen", sr__cli_keygen, "write a CURVE key pair (OUT.public, OUT.secret)"},
-    {"store", sr__cli_store, "inspect, verify or export a store (inspect|verify|export)"},
+    {"store", sr__cli_store, "inspect, verify, export, drop-variable or vacuum a store"},
 };
 
 static void
@@ -27,7 +29,23 @@ usage(FILE *f)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].what);
     }
-    fprintf(f, "  %-12s %s\n", "help", "this text");
+    fprintf(f, "  %-12s %s\n", "help", "this text; help COMMAND: that command's usage");
+    fprintf(f, "\n  --version    print the version (syncrep %s)\n", SYNCREP_VERSION);
+}
+
+/* `syncrep help COMMAND`: the command's own --help. */
+static int
+help_for(const char *name)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(name, commands[i].name) == 0) {
+            char *av[] = {(char *)commands[i].name, "--help", NULL};
+            return commands[i].fn(2, av);
+        }
+    }
+    fprintf(stderr, "syncrep help: unknown command '%s'\n", name);
+    usage(stderr);
+    return 2;
 }
 
 int
@@ -36,6 +54,13 @@ main(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return 2;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("syncrep %s\n", SYNCREP_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "help") == 0 && argc > 2) {
+        return help_for(argv[2]);
     }
     if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "-h") == 0) {

@@ -5,9 +5,13 @@
 #
 #   scripts/demo.sh BUILD_DIR [options]
 #
-#   --resume               continue the model in the store (default: start fresh)
-#   --dir DIR              where the store and logs live
-#                          (default ${XDG_STATE_HOME:-~/.local/state}/syncrep/demo)
+#   --resume               continue the model in the store (default: a new one)
+#   --dir DIR              where the store and logs live (default: a new directory
+#                          per run, ${XDG_STATE_HOME:-~/.local/state}/syncrep/demo/
+#                          run-TIME-PID, and demo/latest points to it; --resume
+#                          without --dir continues demo/latest)
+#   --fresh                replace the store in --dir if there is one (without it a
+#                          store this run did not create is never removed)
 #   --target-accuracy A    stop when the chief measures test accuracy >= A (0.85)
 #   --max-steps M          step budget of this run (3000)
 #   --kill-at-step S       SIGKILL the coordinator once S steps are done (150; 0 = never)
@@ -18,11 +22,14 @@
 # Environment: SYNCREP_BIN (default BUILD_DIR/cli/syncrep), TRAIN_BIN (default
 # BUILD_DIR/examples/fashion_mnist/fashion_mnist_train), DATA_DIR (default
 # /usr/share/datasets/fashion-mnist).  The script starts only its own
-# processes, remembers their PIDs and, on any exit, stops only those.
+# processes, remembers their PIDs and, on any exit, stops only those.  It
+# validates every option before it touches anything, and takes the store's
+# writer lock (STORE-lock, the coordinator's) before it removes a store:
+# a store a running coordinator uses is refused, never deleted.
 # How it works: docs/example.md.
 set -euo pipefail
 
-usage() { sed -n '6,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '6,30p' "$0" | sed 's/^# \{0,1\}//'; }
 
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
     usage >&2
@@ -32,7 +39,9 @@ BUILD=$1
 shift
 
 RESUME=0
-DEMO_DIR=${XDG_STATE_HOME:-$HOME/.local/state}/syncrep/demo
+FRESH=0
+DEMO_ROOT=${XDG_STATE_HOME:-$HOME/.local/state}/syncrep/demo
+DEMO_DIR=
 DIR_ARG=
 TARGET=0.85
 BUDGET=3000
@@ -50,6 +59,7 @@ LOG_EVERY=100
 while [ $# -gt 0 ]; do
     case $1 in
     --resume) RESUME=1; shift; continue ;;
+    --fresh) FRESH=1; shift; continue ;;
     -h | --help) usage; exit 0 ;;
     esac
     [ $# -ge 2 ] || { echo "demo: $1 needs a value" >&2; exit 2; }
@@ -68,6 +78,12 @@ done
 for v in BUDGET KILL_AT WORKERS REPLICAS SEED; do
     [[ ${!v} =~ ^[0-9]+$ ]] || { echo "demo: bad number '${!v}'" >&2; exit 2; }
 done
+[[ $TARGET =~ ^(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)$ ]] ||
+    { echo "demo: --target-accuracy '$TARGET' is not a number in 0..1" >&2; exit 2; }
+[ "$WORKERS" -ge 1 ] || { echo "demo: --workers must be at least 1" >&2; exit 2; }
+[ "$REPLICAS" -ge 1 ] || { echo "demo: --local-replicas must be at least 1" >&2; exit 2; }
+[ "$BUDGET" -ge 1 ] || { echo "demo: --max-steps must be at least 1" >&2; exit 2; }
+[ "$RESUME" = 0 ] || [ "$FRESH" = 0 ] || { echo "demo: --resume and --fresh exclude each other" >&2; exit 2; }
 
 log() { printf '==> %s\n' "$*"; }
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
@@ -81,9 +97,35 @@ DATA_DIR=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
 ls "$DATA_DIR"/train-images-idx3-ubyte* >/dev/null 2>&1 ||
     die "no Fashion-MNIST in $DATA_DIR: apt-get install dataset-fashion-mnist (or set DATA_DIR)"
 
+# Where: --dir, else the latest run's directory (--resume), else a new one.
+if [ -z "$DEMO_DIR" ]; then
+    if [ "$RESUME" = 1 ]; then
+        [ -d "$DEMO_ROOT/latest" ] || die "--resume: no earlier demo run in $DEMO_ROOT (give --dir)"
+        DEMO_DIR=$(cd "$DEMO_ROOT/latest" && pwd -P)
+    else
+        mkdir -p "$DEMO_ROOT"
+        DEMO_DIR=$(mktemp -d "$DEMO_ROOT/run-$(date +%Y%m%d-%H%M%S)-$$.XXXX")
+        ln -sfn "$(basename "$DEMO_DIR")" "$DEMO_ROOT/latest"
+    fi
+    DIR_ARG=" --dir $DEMO_DIR"
+fi
 mkdir -p "$DEMO_DIR"
 DEMO_DIR=$(cd "$DEMO_DIR" && pwd)
 STORE=$DEMO_DIR/store.db
+# The store's writer lock, as a coordinator takes it: held while this script
+# looks at the store and removes it, released before its own coordinator
+# starts.  Held by someone else: a coordinator is running on this store.
+lock_store() {
+    exec 9<>"$STORE-lock" || die "cannot open $STORE-lock"
+    if ! flock -n 9; then
+        local holder
+        holder=$(head -c 32 "$STORE-lock" 2>/dev/null | head -1)
+        exec 9>&-
+        die "$STORE is in use by a running coordinator (pid ${holder:-unknown} holds" \
+            "$STORE-lock): stop it first, or use another --dir; nothing was removed"
+    fi
+}
+unlock_store() { exec 9>&-; }
 LOG_DIR=$DEMO_DIR/logs
 mkdir -p "$LOG_DIR"
 # Sockets and the chief's result live in a private temporary directory (short
@@ -156,11 +198,15 @@ start_coordinator() {
 }
 
 T0=$(date +%s.%N)
+lock_store
 if { [ -e "$STORE" ] || [ -e "$STORE-mark" ]; } && [ "$RESUME" = 0 ]; then
+    [ "$FRESH" = 1 ] || die "$STORE exists and this run did not create it: --resume" \
+        "continues it, --fresh replaces it (nothing was removed)"
     # The mark goes with the store: left alone it would say a store was lost.
-    log "starting fresh: removing the previous demo store $STORE (--resume continues it)"
+    log "starting fresh (--fresh): removing the previous demo store $STORE"
     rm -f "$STORE" "$STORE-wal" "$STORE-shm" "$STORE-journal" "$STORE-mark"
 fi
+unlock_store
 : >"$COORD_LOG"
 log "store: $STORE"
 log "logs:  $LOG_DIR  (coordinator.log)"

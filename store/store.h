@@ -386,5 +386,22 @@ sr_err sr_store_add_members(sr_store *st, const sr_store_member *m, size_t n);
 sr_err sr_store_list_members(sr_store *st, sr_store_member **out, size_t *n);
 /* Is `name` a pack's name (SR_STORE_PACK_PREFIX)? */
 int sr_store_is_pack_name(const char *name);
+/* Issue 22: remove the variable `name` (its value, optimizer slots, chunk
+ * versions and step-log rows) in one durable transaction; the other
+ * variables and every retained checkpoint are untouched (store/store_drop.c).
+ * The caller keeps coordinators off the store (the CLI takes STORE-lock).
+ * dropped (may be NULL) gets the variable's record.  SR_ENOENT naming the
+ * variable if there is none (nothing changed), SR_EACCES on a read-only
+ * handle, SR_ESTORE. */
+sr_err sr_store_drop_variable(sr_store *st, const char *name, sr_store_var *dropped);
+
+/* Issue 22: rebuild the store file from its live rows (SQLite VACUUM, then
+ * a TRUNCATE checkpoint of the WAL), giving back the pages that retention
+ * and sr_store_drop_variable freed (store/store_vacuum.c).  Nothing stored
+ * changes.  The caller keeps coordinators off the store.  *before_bytes and
+ * *after_bytes (may be NULL) get the file's plus the -wal's size around it.
+ * SR_EACCES on a read-only handle, SR_ESTORE (a failed VACUUM changes
+ * nothing). */
+sr_err sr_store_vacuum(sr_store *st, int64_t *before_bytes, int64_t *after_bytes);
 
 #endif

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/text.h"
 #include "worker/client_int.h"
 
@@ -351,6 +352,47 @@ resend_all(sr_client *c, const sr__call *w, uint64_t req)
     }
 }
 
+/* Issue 22, "never silent": a wait that passes this says so, once. */
+#define SAY_WAIT_AFTER_MS 5000
+
+int
+sr__conn_quiet(void)
+{
+    const char *q = getenv("SYNCREP_QUIET");
+    return q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
+}
+
+/* The one line of a wait of waited_ms in which the coordinator was last
+ * heard silent_ms ago: unreachable (naming the endpoint) or answering while
+ * the awaited reply does not come (a step that cannot complete). */
+static void
+say_waiting(const sr_client *c, const sr__call *w, int64_t waited_ms, int64_t silent_ms)
+{
+    const char *what = w->kind == SR__WAIT_TOKEN   ? "the step's token"
+                       : w->kind == SR__WAIT_PULLS ? "the variables (PULL)"
+                       : w->kind == SR__WAIT_REPLY ? sr_wire_type_name(w->type)
+                                                   : "the answers to its pushes";
+    if (sr__conn_quiet()) {
+        return;
+    }
+    if (silent_ms >= SAY_WAIT_AFTER_MS) {
+        SR_LOG(SR_LOG_WARN, "WORKER-WAIT",
+               "task=%d endpoint=%s waited_s=%" PRId64 " waiting for %s: no answer from the "
+               "coordinator at %s for %" PRId64 " s (is it running? still trying, up to "
+               "timeout_ms=%d; SYNCREP_QUIET=1 silences this)",
+               c->task, c->endpoint, waited_ms / 1000, what, c->endpoint, silent_ms / 1000,
+               c->timeout_ms);
+    } else {
+        SR_LOG(SR_LOG_WARN, "WORKER-WAIT",
+               "task=%d endpoint=%s local_step=%" PRId64 " waited_s=%" PRId64
+               " waiting for %s from %s since %" PRId64 " s: the coordinator answers, the step "
+               "has not completed (`syncrep status --connect %s` names the task(s) it waits "
+               "for; SYNCREP_QUIET=1 silences this)",
+               c->task, c->endpoint, c->local_step, waited_ms / 1000, what, c->endpoint,
+               waited_ms / 1000, c->endpoint);
+    }
+}
+
 /* Send the call's request (if it has one) and wait, taking the replies of
  * the requests in flight on the way, until its reply is in c->rh / c->rep
  * (its status may be an error) or the wait without a request is over.  A
@@ -368,6 +410,8 @@ sr__conn_call(sr_client *c, const sr__call *w, int *restarted)
     int64_t  now = c->io.now_ms(c->io.arg);
     int64_t  last_contact = now;
     int64_t  interval, next_resend, next_ping = now + SR__PING_EVERY_MS;
+    int64_t  started = now; /* issue 22: the wait's one line after SAY_WAIT_AFTER_MS */
+    int      said = 0;
 
     *restarted = 0;
     for (int i = 0; i < w->nf; i++) {
@@ -434,6 +478,10 @@ sr__conn_call(sr_client *c, const sr__call *w, int *restarted)
             continue; /* a late reply to an earlier request */
         }
         now = c->io.now_ms(c->io.arg);
+        if (!said && now - started >= SAY_WAIT_AFTER_MS) {
+            said = 1;
+            say_waiting(c, w, now - started, now - last_contact);
+        }
         if (!token && c->incarnation != 0 && now >= next_ping) {
             /* A long wait (a big value on its way, a busy coordinator): the
              * coordinator hears from this client all the same (it reports a

@@ -91,6 +91,9 @@ sr_err sr__fail(sr_client *c, sr_err code, const char *fmt, ...)
 sr_err sr__reply_error(sr_client *c, const char *what);
 sr_err sr__check_size(sr_client *c, const char *what, const char *name, uint64_t bytes);
 sr_err sr__conn_call(sr_client *c, const sr__call *call, int *restarted);
+/* Issue 22: SYNCREP_QUIET is set (and not "0"): the waits' WORKER-WAIT
+ * line (logged once per wait after 5 s) is not logged. */
+int    sr__conn_quiet(void);
 sr_err sr__conn_reserve(sr_client *c, int n);
 void   sr__conn_track(sr_client *c, sr__req *r);
 void   sr__conn_forget(sr_client *c, sr__req *r);

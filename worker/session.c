@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/log.h"
 #include "core/mem.h"
 #include "core/name.h"
 #include "core/text.h"
@@ -316,6 +317,8 @@ sr_client_ready(sr_client *c)
     if (c == NULL) {
         return sr_fail(SR_EINVAL, "sr_client_ready: NULL client");
     }
+    int64_t started = c->io.now_ms(c->io.arg); /* issue 22: one line after 5 s */
+    int     said = 0;
     for (;;) {
         sr_err rc = ready_rpc(c, c->task == 0, &restarted);
         if (rc == SR_OK && restarted) {
@@ -331,6 +334,17 @@ sr_client_ready(sr_client *c)
             break;
         }
         /* Others wait for the chief, as long as the coordinator answers. */
+        int64_t waited = c->io.now_ms(c->io.arg) - started;
+        if (!said && waited >= 5000) {
+            said = 1;
+            if (!sr__conn_quiet()) {
+                SR_LOG(SR_LOG_WARN, "WORKER-WAIT",
+                       "task=%d endpoint=%s waited_s=%" PRId64 " waiting for the chief (task 0) "
+                       "to declare the model and mark it ready: the coordinator answers, the "
+                       "model is not ready (SYNCREP_QUIET=1 silences this)",
+                       c->task, c->endpoint, waited / 1000);
+            }
+        }
         c->io.sleep_ms(c->io.arg, 20);
     }
     /* Declarations of non-chief workers are checked now that the chief's

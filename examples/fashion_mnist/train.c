@@ -54,6 +54,12 @@ static const char usage_text[] =
     "  --log-every K           progress line every K steps (default 100)\n"
     "  --result-file PATH      chief: write the outcome there (key=value lines)\n"
     "  --timeout-ms MS         how long the coordinator may be unreachable (default 60000)\n"
+    "  --server-public-key-file F   CURVE: the coordinator's public key (coord.public\n"
+    "                          of syncrep keygen); env SYNCREP_SERVER_PUBLIC_KEY (the key)\n"
+    "  --public-key-file F     CURVE: this worker's public key; env SYNCREP_PUBLIC_KEY\n"
+    "  --secret-key-file F     CURVE: this worker's secret key; env SYNCREP_SECRET_KEY\n"
+    "                          (all three or none: a file's first line is its Z85 key;\n"
+    "                          an option wins over the environment)\n"
     "\n"
     "Exit status: 0 done (target or step budget), 1 failure, 2 usage error.\n";
 
@@ -71,6 +77,10 @@ typedef struct {
     int64_t     log_every;
     const char *result_file;
     int         timeout_ms;
+    /* issue 22: CURVE keys (Z85 text, 40 characters + NUL), "" = none */
+    char server_key[41];
+    char public_key[41];
+    char secret_key[41];
 } options;
 
 /* What the chief reports at the end. */
@@ -168,11 +178,75 @@ parse_f64(const char *s, double *out)
     return 0;
 }
 
+/* A CURVE key into out (41 bytes): the first line of the file `path`, or
+ * the text of `text` (an environment variable); 0, or -1 with why. */
+static int
+read_key(const char *path, const char *text, char *out, char *why, size_t cap)
+{
+    char   line[256];
+    size_t n;
+
+    if (path != NULL) {
+        FILE *f = fopen(path, "r");
+        if (f == NULL) {
+            snprintf(why, cap, "cannot read %s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (fgets(line, sizeof(line), f) == NULL) {
+            line[0] = '\0';
+        }
+        fclose(f);
+    } else {
+        snprintf(line, sizeof(line), "%s", text);
+    }
+    n = strcspn(line, "\r\n \t");
+    if (n != 40) {
+        snprintf(why, cap, "%s: not a Z85 CURVE key (40 characters, syncrep keygen)",
+                 path != NULL ? path : "the environment's key");
+        return -1;
+    }
+    memcpy(out, line, 40);
+    out[40] = '\0';
+    return 0;
+}
+
+/* The three keys from the options' files, else the environment (the names
+ * the Python package reads); all three or none.  0, or 2 (usage error). */
+static int
+resolve_keys(options *o, const char *files[3])
+{
+    static const char *const env[3] = {"SYNCREP_SERVER_PUBLIC_KEY", "SYNCREP_PUBLIC_KEY",
+                                       "SYNCREP_SECRET_KEY"};
+    static const char *const opt[3] = {"--server-public-key-file", "--public-key-file",
+                                       "--secret-key-file"};
+    char                    *dst[3] = {o->server_key, o->public_key, o->secret_key};
+    int                      have = 0;
+    char                     why[512];
+
+    for (int k = 0; k < 3; k++) {
+        const char *e = getenv(env[k]);
+        dst[k][0] = '\0';
+        if (files[k] == NULL && (e == NULL || e[0] == '\0')) {
+            continue;
+        }
+        if (read_key(files[k], e, dst[k], why, sizeof(why)) != 0) {
+            return usage_error("%s: %s", files[k] != NULL ? opt[k] : env[k], why);
+        }
+        have++;
+    }
+    if (have != 0 && have != 3) {
+        return usage_error("CURVE needs all three keys (%s, %s, %s or %s, %s, %s): %d given",
+                           opt[0], opt[1], opt[2], env[0], env[1], env[2], have);
+    }
+    return 0;
+}
+
 /* Returns 0 to run, 1 for --help (printed), 2 for a usage error (printed). */
 static int
 parse_options(int argc, char **argv, options *o)
 {
-    long long v;
+    long long   v;
+    const char *keyfile[3] = {NULL, NULL, NULL};
 
     memset(o, 0, sizeof(*o));
     o->endpoint = "tcp://127.0.0.1:7070";
@@ -232,6 +306,12 @@ parse_options(int argc, char **argv, options *o)
         } else if (strcmp(a, "--timeout-ms") == 0) {
             bad = parse_i64(val, 1, 24LL * 3600 * 1000, &v);
             o->timeout_ms = (int)v;
+        } else if (strcmp(a, "--server-public-key-file") == 0) {
+            keyfile[0] = val;
+        } else if (strcmp(a, "--public-key-file") == 0) {
+            keyfile[1] = val;
+        } else if (strcmp(a, "--secret-key-file") == 0) {
+            keyfile[2] = val;
         } else {
             return usage_error("unknown option '%s'", a);
         }
@@ -250,7 +330,7 @@ parse_options(int argc, char **argv, options *o)
         return usage_error("--batch %d does not split evenly over --local-replicas %d", o->batch,
                            o->replicas);
     }
-    return 0;
+    return resolve_keys(o, keyfile);
 }
 
 static void
@@ -470,6 +550,11 @@ join(trainer *t)
     co.endpoint = t->o->endpoint;
     co.task_index = t->o->task;
     co.timeout_ms = t->o->timeout_ms;
+    if (t->o->server_key[0] != '\0') { /* CURVE (issue 22) */
+        co.server_public_key = t->o->server_key;
+        co.public_key = t->o->public_key;
+        co.secret_key = t->o->secret_key;
+    }
     if ((rc = sr_client_open(&t->c, &co)) != 0) {
         fprintf(stderr, PROG ": task %d: cannot reach the coordinator at %s: %s: %s\n", t->o->task,
                 t->o->endpoint, sr_strerror(rc), sr_errdetail());
