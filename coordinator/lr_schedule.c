@@ -31,8 +31,7 @@ sr__lr_at(const sr_lr_sched *s, int64_t step)
         if (t >= s->decay_steps) {
             return s->lr_min;
         }
-        return s->lr_min +
-               (s->base - s->lr_min) * (1.0 - (double)t / (double)s->decay_steps);
+        return s->lr_min + (s->base - s->lr_min) * (1.0 - (double)t / (double)s->decay_steps);
     default:
         return s->base;
     }

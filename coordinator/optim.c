@@ -118,8 +118,9 @@ sr__optim_check(const sr_optim *o)
     sr_lr_sched s = sched_of(o);
 
     if (o->nesterov && o->kind != SR_OPT_MOMENTUM) {
-        return sr_fail(SR_EINVAL, "--nesterov applies to --optimizer momentum only (the "
-                                  "optimizer is %s)",
+        return sr_fail(SR_EINVAL,
+                       "--nesterov applies to --optimizer momentum only (the "
+                       "optimizer is %s)",
                        sr__optim_name(o->kind));
     }
     if (o->nesterov && !(o->momentum > 0)) {
@@ -151,61 +152,61 @@ grad_scale(const sr_optim *o)
  * arithmetic, same bits.  The branches inside the loops test loop
  * invariants: GCC unswitches them, so a plain SGD step runs the loop it
  * always did. */
-#define SR_APPLY_LOOPS(T, SQRT, DST, SRC)                                                    \
-    const T d = (T)div;                                                                      \
-    const T lr = (T)o->lr;                                                                   \
-    const T cs = (T)grad_scale(o);                                                           \
-    const int clip = o->clip_norm > 0;                                                       \
-    const T wd = (T)o->weight_decay;                                                         \
-    const int l2 = o->weight_decay != 0 && o->kind != SR_OPT_ADAMW;                          \
-    if (o->kind == SR_OPT_SGD) {                                                             \
-        for (uint64_t i = 0; i < n; i++) {                                                   \
-            T g = sum[i] / d;                                                                \
-            if (clip) {                                                                      \
-                g = g * cs;                                                                  \
-            }                                                                                \
-            if (l2) {                                                                        \
-                g = g + wd * SRC[i];                                                         \
-            }                                                                                \
-            DST[i] = SRC[i] - lr * g;                                                        \
-        }                                                                                    \
-    } else if (o->kind == SR_OPT_MOMENTUM) {                                                 \
-        const T   mom = (T)o->momentum;                                                      \
-        const int nest = o->nesterov;                                                        \
-        for (uint64_t i = 0; i < n; i++) {                                                   \
-            T g = sum[i] / d;                                                                \
-            if (clip) {                                                                      \
-                g = g * cs;                                                                  \
-            }                                                                                \
-            if (l2) {                                                                        \
-                g = g + wd * SRC[i];                                                         \
-            }                                                                                \
-            s1[i] = mom * s1[i] + g;                                                         \
-            DST[i] = SRC[i] - lr * (nest ? g + mom * s1[i] : s1[i]);                         \
-        }                                                                                    \
-    } else {                                                                                 \
-        const T   b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon;                   \
-        const T   c1 = (T)(1.0 - o->beta1), c2 = (T)(1.0 - o->beta2);                        \
-        const T   nss = (T)(-(o->lr / (1.0 - pow(o->beta1, (double)t))));                    \
-        const T   bc2s = (T)sqrt(1.0 - pow(o->beta2, (double)t));                            \
-        const int decoupled = o->kind == SR_OPT_ADAMW && o->weight_decay != 0;               \
-        const T   keep = (T)(1.0 - o->lr * o->weight_decay);                                 \
-        for (uint64_t i = 0; i < n; i++) {                                                   \
-            T g = sum[i] / d;                                                                \
-            T p = SRC[i];                                                                    \
-            if (clip) {                                                                      \
-                g = g * cs;                                                                  \
-            }                                                                                \
-            if (l2) {                                                                        \
-                g = g + wd * p;                                                              \
-            }                                                                                \
-            if (decoupled) {                                                                 \
-                p = p * keep;                                                                \
-            }                                                                                \
-            s1[i] = s1[i] * b1 + c1 * g;                                                     \
-            s2[i] = s2[i] * b2 + c2 * g * g;                                                 \
-            DST[i] = p + nss * s1[i] / (SQRT(s2[i]) / bc2s + eps);                           \
-        }                                                                                    \
+#define SR_APPLY_LOOPS(T, SQRT, DST, SRC)                                      \
+    const T   d = (T)div;                                                      \
+    const T   lr = (T)o->lr;                                                   \
+    const T   cs = (T)grad_scale(o);                                           \
+    const int clip = o->clip_norm > 0;                                         \
+    const T   wd = (T)o->weight_decay;                                         \
+    const int l2 = o->weight_decay != 0 && o->kind != SR_OPT_ADAMW;            \
+    if (o->kind == SR_OPT_SGD) {                                               \
+        for (uint64_t i = 0; i < n; i++) {                                     \
+            T g = sum[i] / d;                                                  \
+            if (clip) {                                                        \
+                g = g * cs;                                                    \
+            }                                                                  \
+            if (l2) {                                                          \
+                g = g + wd * SRC[i];                                           \
+            }                                                                  \
+            DST[i] = SRC[i] - lr * g;                                          \
+        }                                                                      \
+    } else if (o->kind == SR_OPT_MOMENTUM) {                                   \
+        const T   mom = (T)o->momentum;                                        \
+        const int nest = o->nesterov;                                          \
+        for (uint64_t i = 0; i < n; i++) {                                     \
+            T g = sum[i] / d;                                                  \
+            if (clip) {                                                        \
+                g = g * cs;                                                    \
+            }                                                                  \
+            if (l2) {                                                          \
+                g = g + wd * SRC[i];                                           \
+            }                                                                  \
+            s1[i] = mom * s1[i] + g;                                           \
+            DST[i] = SRC[i] - lr * (nest ? g + mom * s1[i] : s1[i]);           \
+        }                                                                      \
+    } else {                                                                   \
+        const T   b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon;     \
+        const T   c1 = (T)(1.0 - o->beta1), c2 = (T)(1.0 - o->beta2);          \
+        const T   nss = (T)(-(o->lr / (1.0 - pow(o->beta1, (double)t))));      \
+        const T   bc2s = (T)sqrt(1.0 - pow(o->beta2, (double)t));              \
+        const int decoupled = o->kind == SR_OPT_ADAMW && o->weight_decay != 0; \
+        const T   keep = (T)(1.0 - o->lr * o->weight_decay);                   \
+        for (uint64_t i = 0; i < n; i++) {                                     \
+            T g = sum[i] / d;                                                  \
+            T p = SRC[i];                                                      \
+            if (clip) {                                                        \
+                g = g * cs;                                                    \
+            }                                                                  \
+            if (l2) {                                                          \
+                g = g + wd * p;                                                \
+            }                                                                  \
+            if (decoupled) {                                                   \
+                p = p * keep;                                                  \
+            }                                                                  \
+            s1[i] = s1[i] * b1 + c1 * g;                                       \
+            s2[i] = s2[i] * b2 + c2 * g * g;                                   \
+            DST[i] = p + nss * s1[i] / (SQRT(s2[i]) / bc2s + eps);             \
+        }                                                                      \
     }
 
 #define SR_DEFINE_APPLY(T, SUF, SQRT)                                                             \
@@ -314,26 +315,26 @@ sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void
 /* Eight partial sums, added in a fixed order at the end: the loop
  * vectorises (a single double sum would be one long chain of additions)
  * and the result does not depend on anything but the values. */
-#define SR_DEFINE_SUMSQ(T, SUF)                                                   \
-    static double sumsq_##SUF(const T *restrict sum, double div, uint64_t n)     \
-    {                                                                             \
-        const T  d = (T)div;                                                      \
-        double   acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, total = 0;                    \
-        uint64_t i = 0;                                                           \
-        for (; i + 8 <= n; i += 8) {                                              \
-            for (int k = 0; k < 8; k++) {                                         \
-                double g = (double)(sum[i + (uint64_t)k] / d);                    \
-                acc[k] += g * g;                                                  \
-            }                                                                     \
-        }                                                                         \
-        for (int k = 0; k < 8; k++) {                                             \
-            total += acc[k];                                                      \
-        }                                                                         \
-        for (; i < n; i++) {                                                      \
-            double g = (double)(sum[i] / d);                                      \
-            total += g * g;                                                       \
-        }                                                                         \
-        return total;                                                             \
+#define SR_DEFINE_SUMSQ(T, SUF)                                              \
+    static double sumsq_##SUF(const T *restrict sum, double div, uint64_t n) \
+    {                                                                        \
+        const T  d = (T)div;                                                 \
+        double   acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, total = 0;               \
+        uint64_t i = 0;                                                      \
+        for (; i + 8 <= n; i += 8) {                                         \
+            for (int k = 0; k < 8; k++) {                                    \
+                double g = (double)(sum[i + (uint64_t)k] / d);               \
+                acc[k] += g * g;                                             \
+            }                                                                \
+        }                                                                    \
+        for (int k = 0; k < 8; k++) {                                        \
+            total += acc[k];                                                 \
+        }                                                                    \
+        for (; i < n; i++) {                                                 \
+            double g = (double)(sum[i] / d);                                 \
+            total += g * g;                                                  \
+        }                                                                    \
+        return total;                                                        \
     }
 
 SR_DEFINE_SUMSQ(float, f32)

@@ -350,7 +350,7 @@ check_recipe_consistent(const sr_coord_opts *o)
     }
     /* issue 25: schedule options the schedule does not use. */
     const char *sched = sr__lr_name(o->optim.lr_schedule);
-    int         decays = o->optim.lr_schedule == SR_LR_COSINE || o->optim.lr_schedule == SR_LR_LINEAR;
+    int decays = o->optim.lr_schedule == SR_LR_COSINE || o->optim.lr_schedule == SR_LR_LINEAR;
     for (int i = RC_DECAY_STEPS; i <= RC_STEP_GAMMA; i++) {
         int step_opt = i == RC_STEP_EVERY || i == RC_STEP_GAMMA;
         if ((o->given & recipe[i].bit) &&
@@ -380,7 +380,7 @@ sr_coord_resolve_opts(sr_coord_opts *o)
     size_t len = 0;
     sr_err rc = SR_OK;
 
-    int    stored_wd = 0;
+    int stored_wd = 0;
 
     o->reconfigured[0] = '\0';
     if (o->store_path == NULL) {

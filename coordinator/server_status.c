@@ -63,8 +63,7 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
         "\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
         "\"steps_per_s\":%.3f,\"tokens_available\":%zu,\"malformed\":%" PRIu64
         ",\"refused\":%" PRIu64 ",\"nonfinite\":%" PRIu64
-        ",\"clients\":%zu,\"deterministic_sum\":%s,\"max_steps\":%" PRId64
-        ",\"done\":%s,",
+        ",\"clients\":%zu,\"deterministic_sum\":%s,\"max_steps\":%" PRId64 ",\"done\":%s,",
         c->incarnation, c->global_step, c->committed_step, c->restored_step,
         sr__coord_model_ready(c) ? "true" : "false", c->o->R, c->o->N,
         sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed, c->refused,

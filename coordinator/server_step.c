@@ -135,8 +135,8 @@ apply_var(coord *c, cvar *v, int64_t t, const sr_optim *so)
         sr__coord_part_range(v, p, &r0, &nr);
         uint64_t e0 = r0 * v->row_elems;
         size_t   off = (size_t)e0 * es;
-        sr__optim_apply_accum_from(so, t, &v->acc[p], (uint8_t *)v->value + off,
-                                   from->data + off, v->s1 ? (uint8_t *)v->s1 + off : NULL,
+        sr__optim_apply_accum_from(so, t, &v->acc[p], (uint8_t *)v->value + off, from->data + off,
+                                   v->s1 ? (uint8_t *)v->s1 + off : NULL,
                                    v->s2 ? (uint8_t *)v->s2 + off : NULL, v->dirty, v->chunk_elems,
                                    e0);
         if (log_contribs(c, v, p, c->global_step) != SR_OK) {
