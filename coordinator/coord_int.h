@@ -230,6 +230,11 @@ void sr__optim_apply_f32(const sr_optim *o, int64_t t, float *var, const float *
                          float *s1, float *s2, uint64_t n);
 void sr__optim_apply_f64(const sr_optim *o, int64_t t, double *var, const double *sum, double div,
                          double *s1, double *s2, uint64_t n);
+/* issue 25: the kernels come plain (a * b + c rounded twice) and fused
+ * (once, as torch's AVX2 kernels); the fused ones run where the CPU has
+ * AVX2 and FMA, decided once at start.  on = 0 or 1 forces one (tests),
+ * -1 only asks; returns the one in use before. */
+int sr__optim_set_fused(int on);
 /* shadow -= (1 - decay) * (shadow - var) over n elements. */
 void sr__ema_f32(double decay, float *shadow, const float *var, uint64_t n);
 void sr__ema_f64(double decay, double *shadow, const double *var, uint64_t n);

@@ -143,6 +143,46 @@ grad_scale(const sr_optim *o)
     return o->grad_scale > 0 ? o->grad_scale : 1.0;
 }
 
+/* a * b + c, rounded twice (plain) or once (fused, as torch's AVX2 kernels
+ * compute add(x, alpha) and addcmul: vfmadd).  The kernels exist in both
+ * forms and run the one torch itself runs on this CPU: fused where the CPU
+ * has AVX2 and FMA, plain elsewhere, so a recipe gives torch.optim's bits
+ * (docs/optimizers.md lists which combinations).  The choice is made once
+ * per process (a constructor), so the coordinator and a verifier replaying
+ * its steps on the same machine agree bit for bit.  -std=c11 keeps GCC
+ * from fusing anything else (-ffp-contract=off). */
+#define MADD_PLAIN(a, b, c)  ((a) * (b) + (c))
+#define MADD_float(a, b, c)  __builtin_fmaf((a), (b), (c))
+#define MADD_double(a, b, c) __builtin_fma((a), (b), (c))
+#if defined(__x86_64__) || defined(__i386__)
+#define SR_HAVE_FUSED 1
+#define SR_FUSED_ATTR __attribute__((target("avx2,fma")))
+#else
+#define SR_HAVE_FUSED 0
+#define SR_FUSED_ATTR
+#endif
+
+static int fused_kernels;
+
+#if SR_HAVE_FUSED
+__attribute__((constructor)) static void
+detect_fused(void)
+{
+    __builtin_cpu_init();
+    fused_kernels = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+int
+sr__optim_set_fused(int on)
+{
+    int was = fused_kernels;
+    if (on >= 0) {
+        fused_kernels = on && SR_HAVE_FUSED;
+    }
+    return was;
+}
+
 /* The update loops, once for all three forms: DST[i] = the new value from
  * SRC[i], with SRC either DST itself (in place) or the previous value
  * buffer (out of place: the coordinator writes a new value next to one a
@@ -150,11 +190,12 @@ grad_scale(const sr_optim *o)
  * DST the value or the sums themselves (the accumulator's memory becomes
  * the value; sum[i] and SRC[i] are read before DST[i] is written).  Same
  * arithmetic, same bits.  The branches inside the loops test loop
- * invariants: GCC unswitches them, so a plain SGD step runs the loop it
- * always did. */
-#define SR_APPLY_LOOPS(T, SQRT, DST, SRC)                                      \
+ * invariants: GCC unswitches them.  Each line is one torch tensor op
+ * (optim/sgd.py, adam.py, adamw.py of 1.13), MADD where torch's is a
+ * fused add(x, alpha=a). */
+#define SR_APPLY_LOOPS(T, SQRT, MADD, DST, SRC)                                \
     const T   d = (T)div;                                                      \
-    const T   lr = (T)o->lr;                                                   \
+    const T   nlr = (T)-o->lr;                                                 \
     const T   cs = (T)grad_scale(o);                                           \
     const int clip = o->clip_norm > 0;                                         \
     const T   wd = (T)o->weight_decay;                                         \
@@ -166,9 +207,9 @@ grad_scale(const sr_optim *o)
                 g = g * cs;                                                    \
             }                                                                  \
             if (l2) {                                                          \
-                g = g + wd * SRC[i];                                           \
+                g = MADD(wd, SRC[i], g);                                       \
             }                                                                  \
-            DST[i] = SRC[i] - lr * g;                                          \
+            DST[i] = MADD(nlr, g, SRC[i]);                                     \
         }                                                                      \
     } else if (o->kind == SR_OPT_MOMENTUM) {                                   \
         const T   mom = (T)o->momentum;                                        \
@@ -179,10 +220,11 @@ grad_scale(const sr_optim *o)
                 g = g * cs;                                                    \
             }                                                                  \
             if (l2) {                                                          \
-                g = g + wd * SRC[i];                                           \
+                g = MADD(wd, SRC[i], g);                                       \
             }                                                                  \
-            s1[i] = mom * s1[i] + g;                                           \
-            DST[i] = SRC[i] - lr * (nest ? g + mom * s1[i] : s1[i]);           \
+            T b = mom * s1[i]; /* buf.mul_(momentum).add_(g): two roundings */ \
+            s1[i] = b + g;                                                     \
+            DST[i] = MADD(nlr, nest ? MADD(mom, s1[i], g) : s1[i], SRC[i]);    \
         }                                                                      \
     } else {                                                                   \
         const T   b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon;     \
@@ -198,42 +240,63 @@ grad_scale(const sr_optim *o)
                 g = g * cs;                                                    \
             }                                                                  \
             if (l2) {                                                          \
-                g = g + wd * p;                                                \
+                g = MADD(wd, p, g);                                            \
             }                                                                  \
             if (decoupled) {                                                   \
                 p = p * keep;                                                  \
             }                                                                  \
-            s1[i] = s1[i] * b1 + c1 * g;                                       \
-            s2[i] = s2[i] * b2 + c2 * g * g;                                   \
+            s1[i] = MADD(c1, g, s1[i] * b1);                                   \
+            s2[i] = MADD(c2 * g, g, s2[i] * b2);                               \
             DST[i] = p + nss * s1[i] / (SQRT(s2[i]) / bc2s + eps);             \
         }                                                                      \
     }
 
-#define SR_DEFINE_APPLY(T, SUF, SQRT)                                                             \
-    void sr__optim_apply_##SUF(const sr_optim *o, int64_t    t, T *restrict var,                  \
-                               const T *restrict sum, double div, T *restrict s1, T *restrict s2, \
-                               uint64_t n)                                                        \
-    {                                                                                             \
-        SR_APPLY_LOOPS(T, SQRT, var, var)                                                         \
-    }                                                                                             \
-    static void apply_from_##SUF(const sr_optim *o, int64_t t, T *restrict var,                   \
-                                 const T *restrict src, const T *restrict sum, double div,        \
-                                 T *restrict s1, T *restrict s2, uint64_t             n)          \
-    {                                                                                             \
-        SR_APPLY_LOOPS(T, SQRT, var, src)                                                         \
-    }                                                                                             \
-    static void apply_into_sum_##SUF(const sr_optim *o, int64_t    t, T *restrict sum,            \
-                                     const T *restrict src, double div, T *restrict s1,           \
-                                     T *restrict s2, uint64_t      n)                             \
-    {                                                                                             \
-        SR_APPLY_LOOPS(T, SQRT, sum, src)                                                         \
-    }                                                                                             \
-    void sr__ema_##SUF(double decay, T *restrict shadow, const T *restrict var, uint64_t n)       \
-    {                                                                                             \
-        const T k = (T)(1.0 - decay);                                                             \
-        for (uint64_t i = 0; i < n; i++) {                                                        \
-            shadow[i] -= k * (shadow[i] - var[i]);                                                \
-        }                                                                                         \
+/* The three forms of one variant (plain or fused) of one dtype. */
+#define SR_DEFINE_VARIANT(T, SUF, SQRT, MADD, V, ATTR)                                               \
+    ATTR static void apply_in_##SUF##V(const sr_optim *o, int64_t    t, T *restrict var,             \
+                                       const T *restrict sum, double div, T *restrict s1,            \
+                                       T *restrict s2, uint64_t      n){SR_APPLY_LOOPS(                   \
+        T, SQRT, MADD, var,                                                                          \
+        var)} ATTR static void apply_from_##SUF##V(const sr_optim *o, int64_t t, T *restrict var,    \
+                                                   const T *restrict src, const T *restrict sum,     \
+                                                   double   div, T *restrict s1, T *restrict s2,     \
+                                                   uint64_t n){SR_APPLY_LOOPS(                       \
+        T, SQRT, MADD, var,                                                                          \
+        src)} ATTR static void apply_into_sum_##SUF##V(const sr_optim *o, int64_t t,                 \
+                                                       T *restrict sum, const T *restrict src,       \
+                                                       double   div, T *restrict s1, T *restrict s2, \
+                                                       uint64_t n)                                   \
+    {                                                                                                \
+        SR_APPLY_LOOPS(T, SQRT, MADD, sum, src)                                                      \
+    }
+
+#define SR_DEFINE_APPLY(T, SUF, SQRT)                                                              \
+    SR_DEFINE_VARIANT(T, SUF, SQRT, MADD_PLAIN, _plain, )                                          \
+    SR_DEFINE_VARIANT(T, SUF, SQRT, MADD_##T, _fused, SR_FUSED_ATTR)                               \
+    void sr__optim_apply_##SUF(const sr_optim *o, int64_t t, T *var, const T *sum, double div,     \
+                               T *s1, T *s2, uint64_t n)                                           \
+    {                                                                                              \
+        (fused_kernels ? apply_in_##SUF##_fused : apply_in_##SUF##_plain)(o, t, var, sum, div, s1, \
+                                                                          s2, n);                  \
+    }                                                                                              \
+    static void apply_from_##SUF(const sr_optim *o, int64_t t, T *var, const T *src, const T *sum, \
+                                 double div, T *s1, T *s2, uint64_t n)                             \
+    {                                                                                              \
+        (fused_kernels ? apply_from_##SUF##_fused : apply_from_##SUF##_plain)(o, t, var, src, sum, \
+                                                                              div, s1, s2, n);     \
+    }                                                                                              \
+    static void apply_into_sum_##SUF(const sr_optim *o, int64_t t, T *sum, const T *src,           \
+                                     double div, T *s1, T *s2, uint64_t n)                         \
+    {                                                                                              \
+        (fused_kernels ? apply_into_sum_##SUF##_fused                                              \
+                       : apply_into_sum_##SUF##_plain)(o, t, sum, src, div, s1, s2, n);            \
+    }                                                                                              \
+    void sr__ema_##SUF(double decay, T *restrict shadow, const T *restrict var, uint64_t n)        \
+    {                                                                                              \
+        const T k = (T)(1.0 - decay);                                                              \
+        for (uint64_t i = 0; i < n; i++) {                                                         \
+            shadow[i] -= k * (shadow[i] - var[i]);                                                 \
+        }                                                                                          \
     }
 
 SR_DEFINE_APPLY(float, f32, sqrtf)
