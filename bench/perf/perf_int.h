@@ -50,6 +50,9 @@ typedef struct {
                             commit, which the row does not measure) */
     int many;            /* row 6: sr_client_pull_many / sr_client_push_many (else a
                             call per variable) */
+    /* issue 25: --optimizer adamw --weight-decay 0.01 --clip-norm 1 instead of
+     * SGD (worker 0 then checks only that the model changed, not its values). */
+    int adamw_clip;
 } run_cfg;
 
 /* A worker's token: the step value it got and when, in which incarnation. */
