@@ -189,66 +189,58 @@ sr__optim_set_fused(int on)
  * pull or the async writer still reads, instead of copying it first), and
  * DST the value or the sums themselves (the accumulator's memory becomes
  * the value; sum[i] and SRC[i] are read before DST[i] is written).  Same
- * arithmetic, same bits.  The branches inside the loops test loop
- * invariants: GCC unswitches them.  Each line is one torch tensor op
- * (optim/sgd.py, adam.py, adamw.py of 1.13), MADD where torch's is a
- * fused add(x, alpha=a). */
-#define SR_APPLY_LOOPS(T, SQRT, MADD, DST, SRC)                                \
-    const T   d = (T)div;                                                      \
-    const T   nlr = (T)-o->lr;                                                 \
-    const T   cs = (T)grad_scale(o);                                           \
-    const int clip = o->clip_norm > 0;                                         \
-    const T   wd = (T)o->weight_decay;                                         \
-    const int l2 = o->weight_decay != 0 && o->kind != SR_OPT_ADAMW;            \
-    if (o->kind == SR_OPT_SGD) {                                               \
-        for (uint64_t i = 0; i < n; i++) {                                     \
-            T g = sum[i] / d;                                                  \
-            if (clip) {                                                        \
-                g = g * cs;                                                    \
-            }                                                                  \
-            if (l2) {                                                          \
-                g = MADD(wd, SRC[i], g);                                       \
-            }                                                                  \
-            DST[i] = MADD(nlr, g, SRC[i]);                                     \
-        }                                                                      \
-    } else if (o->kind == SR_OPT_MOMENTUM) {                                   \
-        const T   mom = (T)o->momentum;                                        \
-        const int nest = o->nesterov;                                          \
-        for (uint64_t i = 0; i < n; i++) {                                     \
-            T g = sum[i] / d;                                                  \
-            if (clip) {                                                        \
-                g = g * cs;                                                    \
-            }                                                                  \
-            if (l2) {                                                          \
-                g = MADD(wd, SRC[i], g);                                       \
-            }                                                                  \
-            T b = mom * s1[i]; /* buf.mul_(momentum).add_(g): two roundings */ \
-            s1[i] = b + g;                                                     \
-            DST[i] = MADD(nlr, nest ? MADD(mom, s1[i], g) : s1[i], SRC[i]);    \
-        }                                                                      \
-    } else {                                                                   \
-        const T   b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon;     \
-        const T   c1 = (T)(1.0 - o->beta1), c2 = (T)(1.0 - o->beta2);          \
-        const T   nss = (T)(-(o->lr / (1.0 - pow(o->beta1, (double)t))));      \
-        const T   bc2s = (T)sqrt(1.0 - pow(o->beta2, (double)t));              \
-        const int decoupled = o->kind == SR_OPT_ADAMW && o->weight_decay != 0; \
-        const T   keep = (T)(1.0 - o->lr * o->weight_decay);                   \
-        for (uint64_t i = 0; i < n; i++) {                                     \
-            T g = sum[i] / d;                                                  \
-            T p = SRC[i];                                                      \
-            if (clip) {                                                        \
-                g = g * cs;                                                    \
-            }                                                                  \
-            if (l2) {                                                          \
-                g = MADD(wd, p, g);                                            \
-            }                                                                  \
-            if (decoupled) {                                                   \
-                p = p * keep;                                                  \
-            }                                                                  \
-            s1[i] = MADD(c1, g, s1[i] * b1);                                   \
-            s2[i] = MADD(c2 * g, g, s2[i] * b2);                               \
-            DST[i] = p + nss * s1[i] / (SQRT(s2[i]) / bc2s + eps);             \
-        }                                                                      \
+ * arithmetic, same bits.  Clipping and adamw's decay multiply by exactly 1
+ * when off (no change to any bit), so the only branch in a loop is the L2
+ * term's, a loop invariant GCC unswitches: the loops stay vectorised.  Each line is one torch
+ * tensor op (optim/sgd.py, adam.py, adamw.py of 1.13), MADD where torch's is a fused add(x,
+ * alpha=a). */
+#define SR_APPLY_LOOPS(T, SQRT, MADD, DST, SRC)                                 \
+    const T   d = (T)div;                                                       \
+    const T   nlr = (T)-o->lr;                                                  \
+    const T   cs = (T)(o->clip_norm > 0 ? grad_scale(o) : 1.0);                 \
+    const T   wd = (T)o->weight_decay;                                          \
+    const int l2 = o->weight_decay != 0 && o->kind != SR_OPT_ADAMW;             \
+    if (o->kind == SR_OPT_SGD) {                                                \
+        for (uint64_t i = 0; i < n; i++) {                                      \
+            T g = sum[i] / d;                                                   \
+            g = g * cs; /* 1 without clipping: exact */                         \
+            if (l2) {                                                           \
+                g = MADD(wd, SRC[i], g);                                        \
+            }                                                                   \
+            DST[i] = MADD(nlr, g, SRC[i]);                                      \
+        }                                                                       \
+    } else if (o->kind == SR_OPT_MOMENTUM) {                                    \
+        const T   mom = (T)o->momentum;                                         \
+        const int nest = o->nesterov;                                           \
+        for (uint64_t i = 0; i < n; i++) {                                      \
+            T g = sum[i] / d;                                                   \
+            g = g * cs; /* 1 without clipping: exact */                         \
+            if (l2) {                                                           \
+                g = MADD(wd, SRC[i], g);                                        \
+            }                                                                   \
+            T b = mom * s1[i]; /* buf.mul_(momentum).add_(g): two roundings */  \
+            s1[i] = b + g;                                                      \
+            DST[i] = MADD(nlr, nest ? MADD(mom, s1[i], g) : s1[i], SRC[i]);     \
+        }                                                                       \
+    } else {                                                                    \
+        const T   b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon;      \
+        const T   c1 = (T)(1.0 - o->beta1), c2 = (T)(1.0 - o->beta2);           \
+        const T   nss = (T)(-(o->lr / (1.0 - pow(o->beta1, (double)t))));       \
+        const T   bc2s = (T)sqrt(1.0 - pow(o->beta2, (double)t));               \
+        const int decoupled = o->kind == SR_OPT_ADAMW && o->weight_decay != 0;  \
+        const T   keep = decoupled ? (T)(1.0 - o->lr * o->weight_decay) : (T)1; \
+        for (uint64_t i = 0; i < n; i++) {                                      \
+            T g = sum[i] / d;                                                   \
+            T p = SRC[i];                                                       \
+            g = g * cs; /* 1 without clipping: exact */                         \
+            if (l2) {                                                           \
+                g = MADD(wd, p, g);                                             \
+            }                                                                   \
+            p = p * keep; /* 1 unless adamw: exact */                           \
+            s1[i] = MADD(c1, g, s1[i] * b1);                                    \
+            s2[i] = MADD(c2 * g, g, s2[i] * b2);                                \
+            DST[i] = p + nss * s1[i] / (SQRT(s2[i]) / bc2s + eps);              \
+        }                                                                       \
     }
 
 /* The three forms of one variant (plain or fused) of one dtype. */
