@@ -241,3 +241,56 @@ def test_sparse_rows_match_torch(coordinator, opt):
     touched = set(int(i) for idx, _ in pushes for i in idx)
     for r in set(range(rows)) - touched:
         assert np.array_equal(ours[r], init[r])
+
+
+def test_recipe_is_kept_and_the_rate_is_a_function_of_the_step(coordinator, tmp_path):
+    """The schedule and clipping are the job's recipe: a restart without them
+    keeps them, one with another value is refused naming the option; the
+    status reports the rate of the next update, the same after the restart."""
+    import json
+    import subprocess
+    from conftest import SYNCREP_BIN
+
+    base, steps = 0.1, 7
+    recipe = ["--optimizer", "adamw", "--learning-rate", repr(base), "--lr-schedule", "cosine",
+              "--warmup-steps", "3", "--decay-steps", "10", "--lr-min", "0.01",
+              "--clip-norm", "1"]
+    c0 = coordinator("--replicas-to-aggregate", "1", "--init-tokens", "0", *recipe)
+    with syncrep.Client(c0.endpoint, task_index=0, timeout=20.0) as c:
+        c.declare("w", np.zeros(4, np.float32))
+        c.ready()
+        for _ in range(steps):
+            c.push("w", np.ones(4, np.float32))
+            c.step()
+
+    def status(endpoint):
+        out = subprocess.run([SYNCREP_BIN, "status", "--connect", endpoint, "--json"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+        return json.loads(out)
+
+    want = 0.01 + (base - 0.01) * (1 + math.cos(math.pi * (steps - 3) / 10)) / 2
+    assert status(c0.endpoint)["learning_rate"] == pytest.approx(want, rel=1e-15)
+    assert c0.stop() == 0
+    refused = subprocess.run([SYNCREP_BIN, "coordinator", "--store", c0.store, "--bind",
+                              c0.endpoint, "--replicas-to-aggregate", "1", "--clip-norm", "2"],
+                             capture_output=True, text=True, timeout=20)
+    assert refused.returncode == 1
+    assert "--clip-norm 1, given --clip-norm 2" in refused.stderr
+    c0.args = ["--replicas-to-aggregate", "1"]  # the store's recipe
+    c0.start()
+    assert conftest_wait(lambda: "learning_rate" in status_or_empty(status, c0.endpoint))
+    st = status(c0.endpoint)
+    assert st["optimizer"] == "adamw" and st["global_step"] == steps
+    assert st["learning_rate"] == pytest.approx(want, rel=1e-15)
+
+
+def status_or_empty(status, endpoint):
+    try:
+        return status(endpoint)
+    except Exception:
+        return {}
+
+
+def conftest_wait(pred):
+    from conftest import wait_until
+    return wait_until(pred)
