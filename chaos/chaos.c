@@ -52,7 +52,10 @@ static const char usage_text[] =
     "                     --duration SECONDS --seed S [--kill-every SECONDS]\n"
     "                     [--targets coordinator,chief,worker] [--resize 4,3,5]\n"
     "                     [--checkpoint-every-steps K] [--commit sync|async]\n"
-    "                     [--optimizer sgd|momentum|adam] [--partition-bytes B]\n"
+    "                     [--optimizer sgd|momentum|adam|adamw] [--partition-bytes B]\n"
+    "                     [--weight-decay WD] [--nesterov] [--clip-norm C]\n"
+    "                     [--lr-schedule constant|step|cosine|linear] [--warmup-steps W]\n"
+    "                     [--decay-steps T] [--lr-min LR] [--step-every S --step-gamma G]\n"
     "                     [--wal-limit-kib K] [--out DIR] [--print-plan]\n"
     "\n"
     "Runs a real coordinator and N real workers of a deterministic model, kills and\n"
@@ -63,7 +66,9 @@ static const char usage_text[] =
     "fails; interrupted by SIGINT/SIGTERM: the report says so, exit 130/143).\n"
     "--print-plan prints the fault schedule the seed gives, and runs nothing.\n"
     "--partition-bytes B (e.g. 32) splits the model's variables into partitions.\n"
-    "--wal-limit-kib K (e.g. 64) makes the store's WAL checkpoints run all the time.\n";
+    "--wal-limit-kib K (e.g. 64) makes the store's WAL checkpoints run all the time.\n"
+    "The recipe options are the coordinator's (docs/optimizers.md); --weight-decay\n"
+    "defaults to 0 here, adamw's included, and the replay uses exactly these.\n";
 
 static int
 parse_list(const char *s, int *out, int max)
@@ -106,6 +111,7 @@ parse_args(chaos *c, int argc, char **argv)
     c->optim.momentum = 0.9;
     c->optim.ema = 1;
     c->optim.ema_decay = 0.9;
+    c->optim.step_gamma = 0.1;
     snprintf(c->out, sizeof(c->out), "chaos-out");
     int have_seed = 0;
     for (int i = 1; i < argc; i++) {
@@ -116,6 +122,10 @@ parse_args(chaos *c, int argc, char **argv)
         }
         if (strcmp(a, "--print-plan") == 0) {
             c->print_plan = 1;
+            continue;
+        }
+        if (strcmp(a, "--nesterov") == 0) { /* issue 25 */
+            sr_coord_argv_parse_recipe(&c->optim, a, NULL);
             continue;
         }
         if (i + 1 >= argc) {
@@ -156,6 +166,8 @@ parse_args(chaos *c, int argc, char **argv)
             c->wal_limit_kib = v;
         } else if (strcmp(a, "--optimizer") == 0) {
             bad = sr__optim_parse(val, &c->optim.kind) != SR_OK;
+        } else if ((bad = sr_coord_argv_parse_recipe(&c->optim, a, val)) != 0) {
+            bad = bad < 0; /* issue 25: --lr-schedule, --clip-norm, ... */
         } else if (strcmp(a, "--out") == 0) {
             bad = sr_snprintf(c->out, sizeof(c->out), "%s", val) != SR_OK;
         } else if (strcmp(a, "--resize") == 0) {

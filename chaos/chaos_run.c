@@ -66,6 +66,7 @@ start_coordinator(chaos *c, int64_t resume_step)
     sr_coord_argv_opt(&a, "--optimizer", "%s", sr__optim_name(c->optim.kind));
     sr_coord_argv_opt(&a, "--learning-rate", "%.17g", c->optim.lr);
     sr_coord_argv_opt(&a, "--ema-decay", "%.17g", c->optim.ema_decay);
+    sr_coord_argv_recipe(&a, &c->optim); /* issue 25: schedule, weight decay, clipping */
     sr_coord_argv_opt(&a, "--checkpoint-every-steps", "%d", c->checkpoint_every);
     sr_coord_argv_opt(&a, "--keep-checkpoints", "5");
     sr_coord_argv_add(&a, "--step-log");

@@ -4,7 +4,9 @@
  *
  *   replay           re-apply every logged step from the initial values,
  *                    recomputing each contribution's gradient, through the
- *                    coordinator's own accumulator and optimizer kernels;
+ *                    coordinator's own accumulator and optimizer kernels
+ *                    (the step's learning rate and clipping factor too:
+ *                    sr__optim_at_step);
  *                    the result must equal the stored variables and slots
  *                    bit for bit
  *   strictness       every contribution was computed at the step it was
@@ -508,12 +510,23 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
                 }
             }
         }
+        /* The step's optimizer, as the coordinator's apply_step: the
+         * learning rate of step s and, with --clip-norm, the factor of the
+         * squares of every averaged gradient, added in the store's order
+         * (variables by id, partitions in order). */
+        double sumsq = 0;
+        for (int v = 0; v < SR_CHAOS_NVARS && c->passed && e->optim.clip_norm > 0; v++) {
+            for (uint32_t p = 0; acc[v] != NULL && p < lay[v].nparts; p++) {
+                sumsq += sr__optim_sumsq_accum(&e->optim, &acc[v][p]);
+            }
+        }
+        sr_optim so = sr__optim_at_step(&e->optim, s, sumsq);
         for (int v = 0; v < SR_CHAOS_NVARS; v++) {
             uint64_t n = sr_chaos_elems(&cv[v]);
             size_t   es = sr_dtype_size(cv[v].dtype);
             for (uint32_t p = 0; c->passed && acc[v] != NULL && p < lay[v].nparts; p++) {
                 size_t off = (size_t)(p * lay[v].part_rows * lay[v].row_elems) * es;
-                sr__optim_apply_accum(&e->optim, s + 1, &acc[v][p], (uint8_t *)val[v] + off,
+                sr__optim_apply_accum(&so, s + 1, &acc[v][p], (uint8_t *)val[v] + off,
                                       s1 >= 0 ? (uint8_t *)slot[v][s1] + off : NULL,
                                       s2 >= 0 ? (uint8_t *)slot[v][s2] + off : NULL, NULL, 0, 0);
             }

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/lr_schedule.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "store/store.h"
@@ -22,8 +23,9 @@ static const char usage_text[] =
     "usage: syncrep coordinator --store PATH --replicas-to-aggregate R [--learning-rate LR] "
     "[options]\n"
     "\n"
-    "  A store keeps its job's recipe (optimizer and its settings, learning rate,\n"
-    "  EMA, sparse mean, non-finite policy, partition size): a restart takes it for\n"
+    "  A store keeps its job's recipe (optimizer and its settings, learning rate and\n"
+    "  its schedule, weight decay, clipping, EMA, sparse mean, non-finite policy,\n"
+    "  partition size): a restart takes it for\n"
     "  every one of those options not given; one given with another value is\n"
     "  refused without --reconfigure (docs/operations.md, \"Restarting\").\n"
     "\n"
@@ -35,11 +37,26 @@ static const char usage_text[] =
     "  --total-replicas N            workers taking part (default R; N > R: backups)\n"
     "  --init-tokens K               tokens when the model becomes ready (default R;\n"
     "                                refused if K < R - N)\n"
-    "  --optimizer sgd|momentum|adam default sgd\n"
+    "  --optimizer sgd|momentum|adam|adamw\n"
+    "                                default sgd (docs/optimizers.md: the torch.optim\n"
+    "                                settings each maps to)\n"
     "  --learning-rate LR            required for a new store; default: the store's\n"
     "  --momentum M                  default 0.9 (--optimizer momentum only)\n"
-    "  --beta1 B1 --beta2 B2         default 0.9, 0.999 (--optimizer adam only)\n"
-    "  --epsilon E                   default 1e-8 (--optimizer adam only)\n"
+    "  --beta1 B1 --beta2 B2         default 0.9, 0.999 (--optimizer adam, adamw)\n"
+    "  --epsilon E                   default 1e-8 (--optimizer adam, adamw)\n"
+    "  --nesterov                    momentum: Nesterov's form (torch SGD nesterov=True)\n"
+    "  --weight-decay WD             sgd/momentum/adam: L2 added to the gradient;\n"
+    "                                adamw: decoupled (default 0.01 there, else 0)\n"
+    "  --lr-schedule constant|step|cosine|linear\n"
+    "                                the learning rate of global step s (default\n"
+    "                                constant); the update s -> s+1 uses step s's rate\n"
+    "  --warmup-steps W              linear warm-up from 0 over the first W steps (0)\n"
+    "  --decay-steps T               cosine/linear: steps from the end of warm-up to\n"
+    "                                --lr-min, which holds after them (required there)\n"
+    "  --lr-min LR                   the floor of cosine/linear (default 0)\n"
+    "  --step-every S --step-gamma G step: multiply the rate by G every S steps (G 0.1)\n"
+    "  --clip-norm C                 scale each step's averaged gradients to a global\n"
+    "                                L2 norm <= C (torch clip_grad_norm_; 0 = off)\n"
     "  --ema-decay D                 keep exponential moving averages of the variables\n"
     "  --checkpoint-every-steps N    default 1 (every step durable); 0 = only on shutdown\n"
     "  --keep-checkpoints K          retained restorable steps (default 3)\n"
@@ -141,6 +158,11 @@ sr__cli_coordinator(int argc, char **argv)
         }
         if (strcmp(a, "--reconfigure") == 0) {
             o.reconfigure = 1;
+            continue;
+        }
+        if (strcmp(a, "--nesterov") == 0) { /* issue 25 */
+            o.optim.nesterov = 1;
+            o.given |= SR_COORD_GIVEN_NESTEROV;
             continue;
         }
         if (strcmp(a, "--allow-new-variables") == 0) {
@@ -256,6 +278,33 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--grace-ms") == 0) {
             bad = sr_args_parse_i64(val, 0, 3600000, &v);
             o.grace_ms = (int)v;
+        } else if (strcmp(a, "--weight-decay") == 0) { /* issue 25 from here */
+            bad = sr_args_parse_f64(val, &o.optim.weight_decay) || !(o.optim.weight_decay >= 0);
+            o.given |= SR_COORD_GIVEN_WEIGHT_DECAY;
+        } else if (strcmp(a, "--lr-schedule") == 0) {
+            bad = sr__lr_parse(val, &o.optim.lr_schedule) != SR_OK;
+            o.given |= SR_COORD_GIVEN_LR_SCHEDULE;
+        } else if (strcmp(a, "--warmup-steps") == 0) {
+            bad = sr_args_parse_i64(val, 0, 1LL << 50, &v);
+            o.optim.warmup_steps = (int64_t)v;
+            o.given |= SR_COORD_GIVEN_WARMUP;
+        } else if (strcmp(a, "--decay-steps") == 0) {
+            bad = sr_args_parse_i64(val, 1, 1LL << 50, &v);
+            o.optim.decay_steps = (int64_t)v;
+            o.given |= SR_COORD_GIVEN_DECAY_STEPS;
+        } else if (strcmp(a, "--lr-min") == 0) {
+            bad = sr_args_parse_f64(val, &o.optim.lr_min) || !(o.optim.lr_min >= 0);
+            o.given |= SR_COORD_GIVEN_LR_MIN;
+        } else if (strcmp(a, "--step-every") == 0) {
+            bad = sr_args_parse_i64(val, 1, 1LL << 50, &v);
+            o.optim.step_every = (int64_t)v;
+            o.given |= SR_COORD_GIVEN_STEP_EVERY;
+        } else if (strcmp(a, "--step-gamma") == 0) {
+            bad = sr_args_parse_f64(val, &o.optim.step_gamma) || !(o.optim.step_gamma >= 0);
+            o.given |= SR_COORD_GIVEN_STEP_GAMMA;
+        } else if (strcmp(a, "--clip-norm") == 0) {
+            bad = sr_args_parse_f64(val, &o.optim.clip_norm) || !(o.optim.clip_norm >= 0);
+            o.given |= SR_COORD_GIVEN_CLIP_NORM;
         } else if (strcmp(a, "--log-level") == 0) {
             int lvl;
             bad = sr_log_parse_level(val, &lvl) != SR_OK;

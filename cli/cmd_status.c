@@ -54,6 +54,10 @@ print_human(const char *json)
            field(json, "model_ready", a, sizeof(a)), field(json, "optimizer", b, sizeof(b)),
            field(json, "steps_per_s", c2, sizeof(c2)),
            field(json, "tokens_available", d, sizeof(d)));
+    if (strstr(json, "\"learning_rate\":") != NULL) { /* issue 25 */
+        printf("learning rate %s (the next update's)\n",
+               field(json, "learning_rate", a, sizeof(a)));
+    }
     const char *sw = strstr(json, "\"step_waits_for\":[");
     if (sw != NULL) {
         sw += strlen("\"step_waits_for\":[");

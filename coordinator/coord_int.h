@@ -164,7 +164,12 @@ void sr__accum_set_sum(sr_accum *a, void *sum);
 
 /* ---- optimizers -------------------------------------------------------- */
 
-typedef enum { SR_OPT_SGD = 0, SR_OPT_MOMENTUM = 1, SR_OPT_ADAM = 2 } sr_opt_kind;
+typedef enum {
+    SR_OPT_SGD = 0,
+    SR_OPT_MOMENTUM = 1,
+    SR_OPT_ADAM = 2,
+    SR_OPT_ADAMW = 3, /* issue 25: decoupled weight decay, as torch.optim.AdamW */
+} sr_opt_kind;
 
 typedef struct {
     int    kind; /* sr_opt_kind */
@@ -174,23 +179,62 @@ typedef struct {
     double ema_decay;             /* shadow -= (1 - decay) * (shadow - var) */
     int    ema;                   /* keep EMA shadows */
     int    sparse_mean;           /* SR_SPARSE_MEAN_PER_ROW / _PER_REPLICA */
+    /* issue 25: the rest of a torch.optim recipe (docs/optimizers.md). */
+    int     nesterov;     /* momentum: torch.optim.SGD(nesterov=True) */
+    double  weight_decay; /* sgd/momentum/adam: L2 added to g; adamw: decoupled */
+    int     lr_schedule;  /* sr_lr_kind (lr_schedule.h) */
+    int64_t warmup_steps; /* linear warm-up from 0 over the first W steps */
+    int64_t decay_steps;  /* cosine/linear: steps from the end of warm-up to lr_min */
+    double  lr_min;       /* cosine/linear: the floor */
+    int64_t step_every;   /* step: multiply by step_gamma every step_every steps */
+    double  step_gamma;
+    double  clip_norm;  /* > 0: scale the step's averaged gradients to global norm <= it */
+    double  grad_scale; /* the step's clipping factor (sr__optim_at_step); 0 reads as 1 */
 } sr_optim;
 
 /* Names of the optimizer slots of a configuration (0, 1 or 2), then "ema"
  * if enabled.  Returns the count; names are static strings. */
 int sr__optim_slots(const sr_optim *o, const char *names[3]);
 
-/* sr_opt_kind from "sgd|momentum|adam". */
+/* sr_opt_kind from "sgd|momentum|adam|adamw". */
 sr_err      sr__optim_parse(const char *s, int *kind);
 const char *sr__optim_name(int kind);
 
+/* issue 25.  The learning rate of global step `step` under o's schedule
+ * (lr_schedule.h): the rate of the update that takes step to step + 1. */
+double sr__optim_lr_at(const sr_optim *o, int64_t step);
+/* The optimizer of that update: o with lr the rate of `step` and, with
+ * clip_norm > 0, grad_scale = clip_norm / (sqrt(sumsq) + 1e-6) when that is
+ * below 1 (torch.nn.utils.clip_grad_norm_), sumsq being the sum of the
+ * squares of every averaged gradient of the step (sr__optim_sumsq_accum
+ * over all its accumulators, in the variables' order). */
+sr_optim sr__optim_at_step(const sr_optim *o, int64_t step, double sumsq);
+/* The sum of the squares of a TAKEN accumulator's averaged gradient, as the
+ * apply divides it (dense: every element; sparse: the touched rows, per
+ * row or per replica), in double; 0 when every gradient was absent.  Read
+ * right after the take, while the sums are fresh: the apply then scales in
+ * its own pass, so clipping adds no pass over the variables or slots. */
+double sr__optim_sumsq_accum(const sr_optim *o, const sr_accum *a);
+/* SR_EINVAL naming the option when o's issue-25 settings do not fit
+ * together (--nesterov without momentum, a schedule without its steps, a
+ * negative --weight-decay or --clip-norm, ...). */
+sr_err sr__optim_check(const sr_optim *o);
+
 /* Apply the averaged gradient sum/div to n elements of var, updating the
- * slots s1 (momentum or adam m) and s2 (adam v), as one fused loop.  t is
- * the 1-based count of applied steps (adam bias correction). */
+ * slots s1 (momentum or adam m) and s2 (adam v), as one fused loop, with
+ * o->lr the step's rate and o->grad_scale its clipping factor
+ * (sr__optim_at_step).  t is the 1-based count of applied steps (adam bias
+ * correction).  The order of operations is torch.optim's (1.13,
+ * single-tensor): docs/optimizers.md. */
 void sr__optim_apply_f32(const sr_optim *o, int64_t t, float *var, const float *sum, double div,
                          float *s1, float *s2, uint64_t n);
 void sr__optim_apply_f64(const sr_optim *o, int64_t t, double *var, const double *sum, double div,
                          double *s1, double *s2, uint64_t n);
+/* issue 25: the kernels come plain (a * b + c rounded twice) and fused
+ * (once, as torch's AVX2 kernels); the fused ones run where the CPU has
+ * AVX2 and FMA, decided once at start.  on = 0 or 1 forces one (tests),
+ * -1 only asks; returns the one in use before. */
+int sr__optim_set_fused(int on);
 /* shadow -= (1 - decay) * (shadow - var) over n elements. */
 void sr__ema_f32(double decay, float *shadow, const float *var, uint64_t n);
 void sr__ema_f64(double decay, double *shadow, const double *var, uint64_t n);

@@ -70,7 +70,17 @@ enum {
     SR_COORD_GIVEN_EMA = 1u << 6,
     SR_COORD_GIVEN_SPARSE_MEAN = 1u << 7,
     SR_COORD_GIVEN_NONFINITE = 1u << 8,
-    SR_COORD_GIVEN_PARTITION = 1u << 9
+    SR_COORD_GIVEN_PARTITION = 1u << 9,
+    /* issue 25: the torch.optim recipe options (docs/optimizers.md). */
+    SR_COORD_GIVEN_NESTEROV = 1u << 10,
+    SR_COORD_GIVEN_WEIGHT_DECAY = 1u << 11,
+    SR_COORD_GIVEN_LR_SCHEDULE = 1u << 12,
+    SR_COORD_GIVEN_WARMUP = 1u << 13,
+    SR_COORD_GIVEN_DECAY_STEPS = 1u << 14,
+    SR_COORD_GIVEN_LR_MIN = 1u << 15,
+    SR_COORD_GIVEN_STEP_EVERY = 1u << 16,
+    SR_COORD_GIVEN_STEP_GAMMA = 1u << 17,
+    SR_COORD_GIVEN_CLIP_NORM = 1u << 18
 };
 
 /* Defaults for everything but store_path, R and optim.lr. */
@@ -88,7 +98,11 @@ sr_err sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop);
  * SR_EINVAL naming the option, the stored value and the given one, unless
  * o->reconfigure (then o->reconfigured lists the changes, old->new).  Also
  * SR_EINVAL: a given option the (resulting) optimizer does not use
- * (--momentum without momentum, --beta1/--beta2/--epsilon without adam).
+ * (--momentum without momentum, --beta1/--beta2/--epsilon without adam or
+ * adamw, --nesterov without momentum, --step-every/--step-gamma without
+ * --lr-schedule step, --decay-steps/--lr-min without cosine or linear), or
+ * settings that do not fit (sr__optim_check).  adamw's weight decay
+ * defaults to 0.01 (torch.optim.AdamW's) when neither given nor stored.
  * Opens the store under its writer lock and writes nothing.  When the
  * store exists but cannot be locked or opened: that error (SR_EBUSY,
  * SR_EROLLBACK, ...) if no learning rate was given, else SR_OK with o as it

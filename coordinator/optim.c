@@ -1,22 +1,29 @@
 /*
  * Optimizer kernels: average + apply fused into one pass over the variable
  * and its slots, written so GCC vectorises them at -O3 (restrict pointers,
- * no calls in the loop but sqrt).  Arithmetic happens in the variable's own
- * dtype, like TensorFlow's kernels; hyper-parameters are cast once.
+ * no calls in the loop but sqrt; loop-invariant branches are unswitched).
+ * Arithmetic happens in the variable's own dtype, like torch's and
+ * TensorFlow's kernels; hyper-parameters are cast once.  The order of
+ * operations is torch.optim's (1.13, single-tensor; docs/optimizers.md):
  *
+ *   g         = sum / div, then * grad_scale (clipping), then + wd var
+ *               (sgd, momentum, adam: L2 weight decay)
  *   sgd       var -= lr * g
- *   momentum  accum = momentum * accum + g;  var -= lr * accum
- *   adam      m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
- *             var -= lr_t m / (sqrt(v) + eps),  lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)
+ *   momentum  buf = momentum * buf + g;  var -= lr * buf
+ *             nesterov: var -= lr * (g + momentum * buf)
+ *   adam      m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
+ *             var += (-lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ *   adamw     var *= 1 - lr wd first (decoupled), then adam without the L2
  *   ema       shadow -= (1 - decay) (shadow - var)
  *
- * with g = sum / div (div = R less the absent (non-finite) gradients, or the
- * per-row count for sparse rows).
+ * with div = R less the absent (non-finite) gradients, or the per-row count
+ * for sparse rows.  lr is the step's rate (sr__optim_at_step).
  */
 #include <math.h>
 #include <string.h>
 
 #include "coordinator/coord_int.h"
+#include "coordinator/lr_schedule.h"
 #include "core/dtype.h"
 
 int
@@ -25,7 +32,7 @@ sr__optim_slots(const sr_optim *o, const char *names[3])
     int n = 0;
     if (o->kind == SR_OPT_MOMENTUM) {
         names[n++] = "momentum";
-    } else if (o->kind == SR_OPT_ADAM) {
+    } else if (o->kind == SR_OPT_ADAM || o->kind == SR_OPT_ADAMW) {
         names[n++] = "adam_m";
         names[n++] = "adam_v";
     }
@@ -44,8 +51,10 @@ sr__optim_parse(const char *s, int *kind)
         *kind = SR_OPT_MOMENTUM;
     } else if (strcmp(s, "adam") == 0) {
         *kind = SR_OPT_ADAM;
+    } else if (strcmp(s, "adamw") == 0) {
+        *kind = SR_OPT_ADAMW;
     } else {
-        return sr_fail(SR_EINVAL, "unknown optimizer '%s' (sgd|momentum|adam)", s);
+        return sr_fail(SR_EINVAL, "unknown optimizer '%s' (sgd|momentum|adam|adamw)", s);
     }
     return SR_OK;
 }
@@ -60,75 +69,226 @@ sr__optim_name(int kind)
         return "momentum";
     case SR_OPT_ADAM:
         return "adam";
+    case SR_OPT_ADAMW:
+        return "adamw";
     default:
         return "?";
     }
 }
 
-static double
-adam_lr_t(const sr_optim *o, int64_t t)
+static sr_lr_sched
+sched_of(const sr_optim *o)
 {
-    double b1t = pow(o->beta1, (double)t);
-    double b2t = pow(o->beta2, (double)t);
-    return o->lr * sqrt(1.0 - b2t) / (1.0 - b1t);
+    sr_lr_sched s = {.kind = o->lr_schedule,
+                     .base = o->lr,
+                     .warmup_steps = o->warmup_steps,
+                     .decay_steps = o->decay_steps,
+                     .lr_min = o->lr_min,
+                     .step_every = o->step_every,
+                     .step_gamma = o->step_gamma};
+    return s;
 }
 
-/* The update loops, once for all three forms: DST[i] = SRC[i] - step, with
- * SRC either DST itself (in place) or the previous value buffer (out of
- * place: the coordinator writes a new value next to one a pull or the async
- * writer still reads, instead of copying it first), and DST the value or the
- * sums themselves (the accumulator's memory becomes the value; sum[i] is
- * read before DST[i] is written).  Same arithmetic, same bits. */
-#define SR_APPLY_LOOPS(T, SQRT, DST, SRC)                                \
-    const T d = (T)div;                                                  \
-    const T lr = (T)o->lr;                                               \
-    if (o->kind == SR_OPT_SGD) {                                         \
-        for (uint64_t i = 0; i < n; i++) {                               \
-            DST[i] = SRC[i] - lr * (sum[i] / d);                         \
-        }                                                                \
-    } else if (o->kind == SR_OPT_MOMENTUM) {                             \
-        const T mom = (T)o->momentum;                                    \
-        for (uint64_t i = 0; i < n; i++) {                               \
-            s1[i] = mom * s1[i] + sum[i] / d;                            \
-            DST[i] = SRC[i] - lr * s1[i];                                \
-        }                                                                \
-    } else {                                                             \
-        const T b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon; \
-        const T lrt = (T)adam_lr_t(o, t);                                \
-        const T one = (T)1;                                              \
-        for (uint64_t i = 0; i < n; i++) {                               \
-            T g = sum[i] / d;                                            \
-            s1[i] = b1 * s1[i] + (one - b1) * g;                         \
-            s2[i] = b2 * s2[i] + (one - b2) * g * g;                     \
-            DST[i] = SRC[i] - lrt * s1[i] / (SQRT(s2[i]) + eps);         \
-        }                                                                \
+double
+sr__optim_lr_at(const sr_optim *o, int64_t step)
+{
+    sr_lr_sched s = sched_of(o);
+    return sr__lr_at(&s, step);
+}
+
+sr_optim
+sr__optim_at_step(const sr_optim *o, int64_t step, double sumsq)
+{
+    sr_optim r = *o;
+
+    r.lr = sr__optim_lr_at(o, step);
+    r.grad_scale = 1.0;
+    if (o->clip_norm > 0) {
+        /* torch.nn.utils.clip_grad_norm_: max_norm / (total_norm + 1e-6),
+         * clamped at 1. */
+        double coef = o->clip_norm / (sqrt(sumsq) + 1e-6);
+        r.grad_scale = coef < 1.0 ? coef : 1.0;
+    }
+    return r;
+}
+
+sr_err
+sr__optim_check(const sr_optim *o)
+{
+    sr_lr_sched s = sched_of(o);
+
+    if (o->nesterov && o->kind != SR_OPT_MOMENTUM) {
+        return sr_fail(SR_EINVAL,
+                       "--nesterov applies to --optimizer momentum only (the "
+                       "optimizer is %s)",
+                       sr__optim_name(o->kind));
+    }
+    if (o->nesterov && !(o->momentum > 0)) {
+        return sr_fail(SR_EINVAL, "--nesterov needs --momentum above 0 (as torch.optim.SGD)");
+    }
+    if (!(o->weight_decay >= 0) || !isfinite(o->weight_decay)) {
+        return sr_fail(SR_EINVAL, "--weight-decay %g: must be a finite value >= 0",
+                       o->weight_decay);
+    }
+    if (!(o->clip_norm >= 0) || !isfinite(o->clip_norm)) {
+        return sr_fail(SR_EINVAL, "--clip-norm %g: must be a finite value >= 0 (0: off)",
+                       o->clip_norm);
+    }
+    return sr__lr_check(&s);
+}
+
+static double
+grad_scale(const sr_optim *o)
+{
+    return o->grad_scale > 0 ? o->grad_scale : 1.0;
+}
+
+/* a * b + c, rounded twice (plain) or once (fused, as torch's AVX2 kernels
+ * compute add(x, alpha) and addcmul: vfmadd).  The kernels exist in both
+ * forms and run the one torch itself runs on this CPU: fused where the CPU
+ * has AVX2 and FMA, plain elsewhere, so a recipe gives torch.optim's bits
+ * (docs/optimizers.md lists which combinations).  The choice is made once
+ * per process (a constructor), so the coordinator and a verifier replaying
+ * its steps on the same machine agree bit for bit.  -std=c11 keeps GCC
+ * from fusing anything else (-ffp-contract=off). */
+#define MADD_PLAIN(a, b, c)  ((a) * (b) + (c))
+#define MADD_float(a, b, c)  __builtin_fmaf((a), (b), (c))
+#define MADD_double(a, b, c) __builtin_fma((a), (b), (c))
+#if defined(__x86_64__) || defined(__i386__)
+#define SR_HAVE_FUSED 1
+#define SR_FUSED_ATTR __attribute__((target("avx2,fma")))
+#else
+#define SR_HAVE_FUSED 0
+#define SR_FUSED_ATTR
+#endif
+
+static int fused_kernels;
+
+#if SR_HAVE_FUSED
+__attribute__((constructor)) static void
+detect_fused(void)
+{
+    __builtin_cpu_init();
+    fused_kernels = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+int
+sr__optim_set_fused(int on)
+{
+    int was = fused_kernels;
+    if (on >= 0) {
+        fused_kernels = on && SR_HAVE_FUSED;
+    }
+    return was;
+}
+
+/* The update loops, once for all three forms: DST[i] = the new value from
+ * SRC[i], with SRC either DST itself (in place) or the previous value
+ * buffer (out of place: the coordinator writes a new value next to one a
+ * pull or the async writer still reads, instead of copying it first), and
+ * DST the value or the sums themselves (the accumulator's memory becomes
+ * the value; sum[i] and SRC[i] are read before DST[i] is written).  Same
+ * arithmetic, same bits.  Clipping and adamw's decay multiply by exactly 1
+ * when off (no change to any bit), so the only branch in a loop is the L2
+ * term's, a loop invariant GCC unswitches: the loops stay vectorised.  Each line is one torch
+ * tensor op (optim/sgd.py, adam.py, adamw.py of 1.13), MADD where torch's is a fused add(x,
+ * alpha=a). */
+#define SR_APPLY_LOOPS(T, SQRT, MADD, DST, SRC)                                 \
+    const T   d = (T)div;                                                       \
+    const T   nlr = (T)-o->lr;                                                  \
+    const T   cs = (T)(o->clip_norm > 0 ? grad_scale(o) : 1.0);                 \
+    const T   wd = (T)o->weight_decay;                                          \
+    const int l2 = o->weight_decay != 0 && o->kind != SR_OPT_ADAMW;             \
+    if (o->kind == SR_OPT_SGD) {                                                \
+        for (uint64_t i = 0; i < n; i++) {                                      \
+            T g = sum[i] / d;                                                   \
+            g = g * cs; /* 1 without clipping: exact */                         \
+            if (l2) {                                                           \
+                g = MADD(wd, SRC[i], g);                                        \
+            }                                                                   \
+            DST[i] = MADD(nlr, g, SRC[i]);                                      \
+        }                                                                       \
+    } else if (o->kind == SR_OPT_MOMENTUM) {                                    \
+        const T   mom = (T)o->momentum;                                         \
+        const int nest = o->nesterov;                                           \
+        for (uint64_t i = 0; i < n; i++) {                                      \
+            T g = sum[i] / d;                                                   \
+            g = g * cs; /* 1 without clipping: exact */                         \
+            if (l2) {                                                           \
+                g = MADD(wd, SRC[i], g);                                        \
+            }                                                                   \
+            T b = mom * s1[i]; /* buf.mul_(momentum).add_(g): two roundings */  \
+            s1[i] = b + g;                                                      \
+            DST[i] = MADD(nlr, nest ? MADD(mom, s1[i], g) : s1[i], SRC[i]);     \
+        }                                                                       \
+    } else {                                                                    \
+        const T   b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->epsilon;      \
+        const T   c1 = (T)(1.0 - o->beta1), c2 = (T)(1.0 - o->beta2);           \
+        const T   nss = (T)(-(o->lr / (1.0 - pow(o->beta1, (double)t))));       \
+        const T   bc2s = (T)sqrt(1.0 - pow(o->beta2, (double)t));               \
+        const int decoupled = o->kind == SR_OPT_ADAMW && o->weight_decay != 0;  \
+        const T   keep = decoupled ? (T)(1.0 - o->lr * o->weight_decay) : (T)1; \
+        for (uint64_t i = 0; i < n; i++) {                                      \
+            T g = sum[i] / d;                                                   \
+            T p = SRC[i];                                                       \
+            g = g * cs; /* 1 without clipping: exact */                         \
+            if (l2) {                                                           \
+                g = MADD(wd, p, g);                                             \
+            }                                                                   \
+            p = p * keep; /* 1 unless adamw: exact */                           \
+            s1[i] = MADD(c1, g, s1[i] * b1);                                    \
+            s2[i] = MADD(c2 * g, g, s2[i] * b2);                                \
+            DST[i] = p + nss * s1[i] / (SQRT(s2[i]) / bc2s + eps);              \
+        }                                                                       \
     }
 
-#define SR_DEFINE_APPLY(T, SUF, SQRT)                                                             \
-    void sr__optim_apply_##SUF(const sr_optim *o, int64_t    t, T *restrict var,                  \
-                               const T *restrict sum, double div, T *restrict s1, T *restrict s2, \
-                               uint64_t n)                                                        \
-    {                                                                                             \
-        SR_APPLY_LOOPS(T, SQRT, var, var)                                                         \
-    }                                                                                             \
-    static void apply_from_##SUF(const sr_optim *o, int64_t t, T *restrict var,                   \
-                                 const T *restrict src, const T *restrict sum, double div,        \
-                                 T *restrict s1, T *restrict s2, uint64_t             n)          \
-    {                                                                                             \
-        SR_APPLY_LOOPS(T, SQRT, var, src)                                                         \
-    }                                                                                             \
-    static void apply_into_sum_##SUF(const sr_optim *o, int64_t    t, T *restrict sum,            \
-                                     const T *restrict src, double div, T *restrict s1,           \
-                                     T *restrict s2, uint64_t      n)                             \
-    {                                                                                             \
-        SR_APPLY_LOOPS(T, SQRT, sum, src)                                                         \
-    }                                                                                             \
-    void sr__ema_##SUF(double decay, T *restrict shadow, const T *restrict var, uint64_t n)       \
-    {                                                                                             \
-        const T k = (T)(1.0 - decay);                                                             \
-        for (uint64_t i = 0; i < n; i++) {                                                        \
-            shadow[i] -= k * (shadow[i] - var[i]);                                                \
-        }                                                                                         \
+/* The three forms of one variant (plain or fused) of one dtype. */
+#define SR_DEFINE_VARIANT(T, SUF, SQRT, MADD, V, ATTR)                                               \
+    ATTR static void apply_in_##SUF##V(const sr_optim *o, int64_t    t, T *restrict var,             \
+                                       const T *restrict sum, double div, T *restrict s1,            \
+                                       T *restrict s2, uint64_t      n){SR_APPLY_LOOPS(                   \
+        T, SQRT, MADD, var,                                                                          \
+        var)} ATTR static void apply_from_##SUF##V(const sr_optim *o, int64_t t, T *restrict var,    \
+                                                   const T *restrict src, const T *restrict sum,     \
+                                                   double   div, T *restrict s1, T *restrict s2,     \
+                                                   uint64_t n){SR_APPLY_LOOPS(                       \
+        T, SQRT, MADD, var,                                                                          \
+        src)} ATTR static void apply_into_sum_##SUF##V(const sr_optim *o, int64_t t,                 \
+                                                       T *restrict sum, const T *restrict src,       \
+                                                       double   div, T *restrict s1, T *restrict s2, \
+                                                       uint64_t n)                                   \
+    {                                                                                                \
+        SR_APPLY_LOOPS(T, SQRT, MADD, sum, src)                                                      \
+    }
+
+#define SR_DEFINE_APPLY(T, SUF, SQRT)                                                              \
+    SR_DEFINE_VARIANT(T, SUF, SQRT, MADD_PLAIN, _plain, )                                          \
+    SR_DEFINE_VARIANT(T, SUF, SQRT, MADD_##T, _fused, SR_FUSED_ATTR)                               \
+    void sr__optim_apply_##SUF(const sr_optim *o, int64_t t, T *var, const T *sum, double div,     \
+                               T *s1, T *s2, uint64_t n)                                           \
+    {                                                                                              \
+        (fused_kernels ? apply_in_##SUF##_fused : apply_in_##SUF##_plain)(o, t, var, sum, div, s1, \
+                                                                          s2, n);                  \
+    }                                                                                              \
+    static void apply_from_##SUF(const sr_optim *o, int64_t t, T *var, const T *src, const T *sum, \
+                                 double div, T *s1, T *s2, uint64_t n)                             \
+    {                                                                                              \
+        (fused_kernels ? apply_from_##SUF##_fused : apply_from_##SUF##_plain)(o, t, var, src, sum, \
+                                                                              div, s1, s2, n);     \
+    }                                                                                              \
+    static void apply_into_sum_##SUF(const sr_optim *o, int64_t t, T *sum, const T *src,           \
+                                     double div, T *s1, T *s2, uint64_t n)                         \
+    {                                                                                              \
+        (fused_kernels ? apply_into_sum_##SUF##_fused                                              \
+                       : apply_into_sum_##SUF##_plain)(o, t, sum, src, div, s1, s2, n);            \
+    }                                                                                              \
+    void sr__ema_##SUF(double decay, T *restrict shadow, const T *restrict var, uint64_t n)        \
+    {                                                                                              \
+        const T k = (T)(1.0 - decay);                                                              \
+        for (uint64_t i = 0; i < n; i++) {                                                         \
+            shadow[i] -= k * (shadow[i] - var[i]);                                                 \
+        }                                                                                          \
     }
 
 SR_DEFINE_APPLY(float, f32, sqrtf)
@@ -205,6 +365,61 @@ sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void
         apply_range(o, t, a->dtype, var, NULL, a->sum, div, s1, s2, r * a->row_elems, a->row_elems);
         mark_dirty(dirty, chunk_elems, elem_base + r * a->row_elems, a->row_elems);
     }
+}
+
+/* Eight partial sums, added in a fixed order at the end: the loop
+ * vectorises (a single double sum would be one long chain of additions)
+ * and the result does not depend on anything but the values. */
+#define SR_DEFINE_SUMSQ(T, SUF)                                              \
+    static double sumsq_##SUF(const T *restrict sum, double div, uint64_t n) \
+    {                                                                        \
+        const T  d = (T)div;                                                 \
+        double   acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, total = 0;               \
+        uint64_t i = 0;                                                      \
+        for (; i + 8 <= n; i += 8) {                                         \
+            for (int k = 0; k < 8; k++) {                                    \
+                double g = (double)(sum[i + (uint64_t)k] / d);               \
+                acc[k] += g * g;                                             \
+            }                                                                \
+        }                                                                    \
+        for (int k = 0; k < 8; k++) {                                        \
+            total += acc[k];                                                 \
+        }                                                                    \
+        for (; i < n; i++) {                                                 \
+            double g = (double)(sum[i] / d);                                 \
+            total += g * g;                                                  \
+        }                                                                    \
+        return total;                                                        \
+    }
+
+SR_DEFINE_SUMSQ(float, f32)
+SR_DEFINE_SUMSQ(double, f64)
+
+static double
+sumsq_range(int dtype, const void *sum, double div, uint64_t off, uint64_t n)
+{
+    return dtype == SR_FLOAT32 ? sumsq_f32((const float *)sum + off, div, n)
+                               : sumsq_f64((const double *)sum + off, div, n);
+}
+
+double
+sr__optim_sumsq_accum(const sr_optim *o, const sr_accum *a)
+{
+    double total = 0;
+
+    if (a->mode == SR_ACC_DENSE) {
+        return sumsq_range(a->dtype, a->sum, (double)sr__accum_divisor(a), 0, a->elems);
+    }
+    if (a->mode != SR_ACC_SPARSE) {
+        return 0; /* every gradient absent: nothing is applied */
+    }
+    for (uint64_t i = 0; i < a->ntouched; i++) {
+        uint64_t r = a->touched[i];
+        double   div = o->sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)sr__accum_divisor(a)
+                                                                    : (double)a->row_count[r];
+        total += sumsq_range(a->dtype, a->sum, div, r * a->row_elems, a->row_elems);
+    }
+    return total;
 }
 
 int

@@ -263,8 +263,9 @@ periodic(coord *c)
         c->steps_per_s = c->last_rate_ms ? (c->global_step - c->last_rate_step) / secs : 0.0;
         if (c->last_rate_ms && c->global_step != c->last_rate_step) {
             SR_LOG(SR_LOG_INFO, "COORD-STEP",
-                   "global_step=%" PRId64 " committed=%" PRId64 " steps_per_s=%.2f", c->global_step,
-                   c->committed_step, c->steps_per_s);
+                   "global_step=%" PRId64 " committed=%" PRId64 " steps_per_s=%.2f lr=%.9g",
+                   c->global_step, c->committed_step, c->steps_per_s,
+                   sr__optim_lr_at(&c->o->optim, c->global_step)); /* issue 25 */
         }
         c->last_rate_ms = now;
         c->last_rate_step = c->global_step;

@@ -159,7 +159,8 @@ alloc_slots(coord *c, cvar *v)
     if (c->o->optim.kind != SR_OPT_SGD && (v->s1 = calloc(1, bytes)) == NULL) {
         return sr_fail(SR_ENOMEM, "variable %s: slot of %zu bytes", SR_ESC(v->meta.name), bytes);
     }
-    if (c->o->optim.kind == SR_OPT_ADAM && (v->s2 = calloc(1, bytes)) == NULL) {
+    if ((c->o->optim.kind == SR_OPT_ADAM || c->o->optim.kind == SR_OPT_ADAMW) &&
+        (v->s2 = calloc(1, bytes)) == NULL) {
         return sr_fail(SR_ENOMEM, "variable %s: slot of %zu bytes", SR_ESC(v->meta.name), bytes);
     }
     if (c->o->optim.ema) {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "coordinator/exclusive.h"
+#include "coordinator/lr_schedule.h"
 #include "coordinator/server_int.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -106,6 +107,16 @@ enum {
     RC_SPARSE,
     RC_NONFINITE,
     RC_PARTITION,
+    /* issue 25 */
+    RC_NESTEROV,
+    RC_WEIGHT_DECAY,
+    RC_LR_SCHEDULE,
+    RC_WARMUP,
+    RC_DECAY_STEPS,
+    RC_LR_MIN,
+    RC_STEP_EVERY,
+    RC_STEP_GAMMA,
+    RC_CLIP_NORM,
     RC_COUNT
 };
 static const struct {
@@ -122,7 +133,24 @@ static const struct {
     {"--sparse-mean", "sparse_mean", SR_COORD_GIVEN_SPARSE_MEAN},
     {"--nonfinite", "nonfinite", SR_COORD_GIVEN_NONFINITE},
     {"--partition-bytes", "partition_bytes", SR_COORD_GIVEN_PARTITION},
+    {"--nesterov", "nesterov", SR_COORD_GIVEN_NESTEROV},
+    {"--weight-decay", "weight_decay", SR_COORD_GIVEN_WEIGHT_DECAY},
+    {"--lr-schedule", "lr_schedule", SR_COORD_GIVEN_LR_SCHEDULE},
+    {"--warmup-steps", "warmup_steps", SR_COORD_GIVEN_WARMUP},
+    {"--decay-steps", "decay_steps", SR_COORD_GIVEN_DECAY_STEPS},
+    {"--lr-min", "lr_min", SR_COORD_GIVEN_LR_MIN},
+    {"--step-every", "step_every", SR_COORD_GIVEN_STEP_EVERY},
+    {"--step-gamma", "step_gamma", SR_COORD_GIVEN_STEP_GAMMA},
+    {"--clip-norm", "clip_norm", SR_COORD_GIVEN_CLIP_NORM},
 };
+
+/* 1 for the recipe options stored as JSON strings, 0 for numbers. */
+static int
+recipe_is_text(int i)
+{
+    return i == RC_OPTIMIZER || i == RC_EMA || i == RC_SPARSE || i == RC_NONFINITE ||
+           i == RC_NESTEROV || i == RC_LR_SCHEDULE;
+}
 
 /* Recipe option i of o as the text the stored config holds. */
 static void
@@ -161,6 +189,33 @@ recipe_text(const sr_coord_opts *o, int i, char *out, size_t cap)
     case RC_NONFINITE:
         snprintf(out, cap, "%s", o->nonfinite_allow ? "allow" : "reject");
         break;
+    case RC_NESTEROV:
+        snprintf(out, cap, "%s", o->optim.nesterov ? "on" : "off");
+        break;
+    case RC_WEIGHT_DECAY:
+        fmt_num(out, cap, o->optim.weight_decay);
+        break;
+    case RC_LR_SCHEDULE:
+        snprintf(out, cap, "%s", sr__lr_name(o->optim.lr_schedule));
+        break;
+    case RC_WARMUP:
+        snprintf(out, cap, "%" PRId64, o->optim.warmup_steps);
+        break;
+    case RC_DECAY_STEPS:
+        snprintf(out, cap, "%" PRId64, o->optim.decay_steps);
+        break;
+    case RC_LR_MIN:
+        fmt_num(out, cap, o->optim.lr_min);
+        break;
+    case RC_STEP_EVERY:
+        snprintf(out, cap, "%" PRId64, o->optim.step_every);
+        break;
+    case RC_STEP_GAMMA:
+        fmt_num(out, cap, o->optim.step_gamma);
+        break;
+    case RC_CLIP_NORM:
+        fmt_num(out, cap, o->optim.clip_norm);
+        break;
     default:
         snprintf(out, cap, "%" PRIu64, o->partition_bytes);
         break;
@@ -197,6 +252,13 @@ recipe_apply(sr_coord_opts *o, int i, const char *text)
     case RC_NONFINITE:
         o->nonfinite_allow = strcmp(text, "allow") == 0;
         return SR_OK;
+    case RC_NESTEROV:
+        o->optim.nesterov = strcmp(text, "on") == 0;
+        return SR_OK;
+    case RC_LR_SCHEDULE:
+        return sr__lr_parse(text, &o->optim.lr_schedule) == SR_OK
+                   ? SR_OK
+                   : sr_fail(SR_ECORRUPT, "stored lr_schedule \"%s\" is unknown", SR_ESC(text));
     default:
         if (!num) {
             break;
@@ -211,6 +273,20 @@ recipe_apply(sr_coord_opts *o, int i, const char *text)
             o->optim.beta2 = d;
         } else if (i == RC_EPSILON) {
             o->optim.epsilon = d;
+        } else if (i == RC_WEIGHT_DECAY) {
+            o->optim.weight_decay = d;
+        } else if (i == RC_WARMUP) {
+            o->optim.warmup_steps = (int64_t)d;
+        } else if (i == RC_DECAY_STEPS) {
+            o->optim.decay_steps = (int64_t)d;
+        } else if (i == RC_LR_MIN) {
+            o->optim.lr_min = d;
+        } else if (i == RC_STEP_EVERY) {
+            o->optim.step_every = (int64_t)d;
+        } else if (i == RC_STEP_GAMMA) {
+            o->optim.step_gamma = d;
+        } else if (i == RC_CLIP_NORM) {
+            o->optim.clip_norm = d;
         } else {
             o->partition_bytes = (uint64_t)d;
         }
@@ -265,12 +341,35 @@ check_recipe_consistent(const sr_coord_opts *o)
                        kind);
     }
     for (int i = RC_BETA1; i <= RC_EPSILON; i++) {
-        if ((o->given & recipe[i].bit) && o->optim.kind != SR_OPT_ADAM) {
-            return sr_fail(SR_EINVAL, "%s applies to --optimizer adam only (the optimizer is %s)",
+        if ((o->given & recipe[i].bit) && o->optim.kind != SR_OPT_ADAM &&
+            o->optim.kind != SR_OPT_ADAMW) {
+            return sr_fail(SR_EINVAL,
+                           "%s applies to --optimizer adam and adamw only (the optimizer is %s)",
                            recipe[i].opt, kind);
         }
     }
-    return SR_OK;
+    /* issue 25: schedule options the schedule does not use. */
+    const char *sched = sr__lr_name(o->optim.lr_schedule);
+    int decays = o->optim.lr_schedule == SR_LR_COSINE || o->optim.lr_schedule == SR_LR_LINEAR;
+    for (int i = RC_DECAY_STEPS; i <= RC_STEP_GAMMA; i++) {
+        int step_opt = i == RC_STEP_EVERY || i == RC_STEP_GAMMA;
+        if ((o->given & recipe[i].bit) &&
+            (step_opt ? o->optim.lr_schedule != SR_LR_STEP : !decays)) {
+            return sr_fail(SR_EINVAL, "%s applies to --lr-schedule %s only (the schedule is %s)",
+                           recipe[i].opt, step_opt ? "step" : "cosine or linear", sched);
+        }
+    }
+    return sr__optim_check(&o->optim);
+}
+
+/* issue 25: adamw's weight decay is torch.optim.AdamW's 0.01 unless given
+ * or stored (`stored`: the store's recipe records one). */
+static void
+adamw_default(sr_coord_opts *o, int stored)
+{
+    if (o->optim.kind == SR_OPT_ADAMW && !(o->given & SR_COORD_GIVEN_WEIGHT_DECAY) && !stored) {
+        o->optim.weight_decay = 0.01;
+    }
 }
 
 sr_err
@@ -281,22 +380,28 @@ sr_coord_resolve_opts(sr_coord_opts *o)
     size_t len = 0;
     sr_err rc = SR_OK;
 
+    int stored_wd = 0;
+
     o->reconfigured[0] = '\0';
     if (o->store_path == NULL) {
+        adamw_default(o, 0);
         return check_recipe_consistent(o);
     }
     if ((rc = read_stored_config(o, &cfg)) != SR_OK) {
         /* Without the store's learning rate the start cannot go on; with
          * one given, sr_coord_run refuses it, logging why. */
+        adamw_default(o, 0);
         return !(o->given & SR_COORD_GIVEN_LR) ? rc : check_recipe_consistent(o);
     }
     if (cfg == NULL) {
+        adamw_default(o, 0);
         return check_recipe_consistent(o);
     }
     for (int i = 0; i < RC_COUNT && rc == SR_OK; i++) {
         if (!cfg_get(cfg, recipe[i].key, have, sizeof(have))) {
             continue; /* a store from before the option was kept, or a new one */
         }
+        stored_wd |= i == RC_WEIGHT_DECAY;
         recipe_text(o, i, want, sizeof(want));
         char  *end = NULL;
         double d = strtod(have, &end);
@@ -320,6 +425,7 @@ sr_coord_resolve_opts(sr_coord_opts *o)
         }
     }
     free(cfg);
+    adamw_default(o, stored_wd);
     return rc != SR_OK ? rc : check_recipe_consistent(o);
 }
 
@@ -439,7 +545,7 @@ sr__coord_start(coord *c)
     for (int i = 0; i < RC_COUNT; i++) {
         char v[64];
         recipe_text(o, i, v, sizeof(v));
-        if (i == RC_OPTIMIZER || i == RC_EMA || i == RC_SPARSE || i == RC_NONFINITE) {
+        if (recipe_is_text(i)) {
             sr_strbuf_printf(&cfg, ",\"%s\":\"%s\"", recipe[i].key, v);
         } else {
             sr_strbuf_printf(&cfg, ",\"%s\":%s", recipe[i].key, v);
@@ -466,9 +572,10 @@ sr__coord_start(coord *c)
     }
     SR_LOG(SR_LOG_NOTICE, "COORD-START",
            "store=%s incarnation=%" PRIu64 " restored_step=%" PRId64 " variables=%zu ready=%d "
-           "R=%d N=%d optimizer=%s",
+           "R=%d N=%d optimizer=%s lr_schedule=%s lr=%.9g",
            o->store_path, c->incarnation, c->global_step, c->nvars, info.model_ready, o->R, o->N,
-           sr__optim_name(o->optim.kind));
+           sr__optim_name(o->optim.kind), sr__lr_name(o->optim.lr_schedule),
+           sr__optim_lr_at(&o->optim, c->global_step));
     sr__coord_wait_model(c);
     if (info.model_ready) {
         sr__coord_serve(c);
@@ -593,6 +700,7 @@ sr_coord_opts_default(sr_coord_opts *o)
     o->piggyback_max_bytes = 1u << 20;
     o->commit_interval_ms = 1;
     o->partition_bytes = 2u << 20;
+    o->optim.step_gamma = 0.1; /* issue 25: torch's StepLR default */
 }
 
 void

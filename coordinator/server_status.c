@@ -63,13 +63,15 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
         "\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
         "\"steps_per_s\":%.3f,\"tokens_available\":%zu,\"malformed\":%" PRIu64
         ",\"refused\":%" PRIu64 ",\"nonfinite\":%" PRIu64
-        ",\"clients\":%zu,\"deterministic_sum\":%s,\"max_steps\":%" PRId64
-        ",\"done\":%s,\"accumulators\":[",
+        ",\"clients\":%zu,\"deterministic_sum\":%s,\"max_steps\":%" PRId64 ",\"done\":%s,",
         c->incarnation, c->global_step, c->committed_step, c->restored_step,
         sr__coord_model_ready(c) ? "true" : "false", c->o->R, c->o->N,
         sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed, c->refused,
         c->nonfinite, c->nclients, c->o->deterministic_sum ? "true" : "false", c->o->max_steps,
         c->state == COORD_DONE ? "true" : "false");
+    /* issue 25: the rate the next update (global_step -> + 1) uses. */
+    sr_strbuf_printf(b, "\"learning_rate\":%.17g,\"accumulators\":[",
+                     sr__optim_lr_at(&c->o->optim, c->global_step));
     int first = 1;
     for (size_t i = 0; i < c->nvars; i++) {
         cvar *v = &c->vars[i];

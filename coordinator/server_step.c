@@ -21,6 +21,7 @@
  * are released only after its commit succeeded.
  */
 #include <inttypes.h>
+#include <math.h>
 
 #include "coordinator/server_int.h"
 #include "core/clock.h"
@@ -110,9 +111,10 @@ sr__coord_commit_and_release(coord *c)
 
 /* Apply v's taken accumulators to its value and slots: into the buffer
  * sr__coord_apply_target chooses, so that no pull or commit reading the
- * previous value sees it change.  t is the 1-based count of applied steps. */
+ * previous value sees it change.  t is the 1-based count of applied steps;
+ * so the step's optimizer (its learning rate and clipping factor). */
 static void
-apply_var(coord *c, cvar *v, int64_t t)
+apply_var(coord *c, cvar *v, int64_t t, const sr_optim *so)
 {
     vbuf *to = sr__coord_apply_target(c, v);
     if (to == NULL) {
@@ -133,8 +135,8 @@ apply_var(coord *c, cvar *v, int64_t t)
         sr__coord_part_range(v, p, &r0, &nr);
         uint64_t e0 = r0 * v->row_elems;
         size_t   off = (size_t)e0 * es;
-        sr__optim_apply_accum_from(&c->o->optim, t, &v->acc[p], (uint8_t *)v->value + off,
-                                   from->data + off, v->s1 ? (uint8_t *)v->s1 + off : NULL,
+        sr__optim_apply_accum_from(so, t, &v->acc[p], (uint8_t *)v->value + off, from->data + off,
+                                   v->s1 ? (uint8_t *)v->s1 + off : NULL,
                                    v->s2 ? (uint8_t *)v->s2 + off : NULL, v->dirty, v->chunk_elems,
                                    e0);
         if (log_contribs(c, v, p, c->global_step) != SR_OK) {
@@ -195,21 +197,53 @@ commit_step(coord *c)
     }
 }
 
+/* issue 25: the sum of the squares of the step's averaged gradients, over
+ * every trainable variable (in the store's order, partitions in order: the
+ * chaos verifier adds them up the same way), for --clip-norm; 0 without it.
+ * Read once the last accumulator is taken, before any is applied; the
+ * apply scales the gradients in its own pass. */
+static double
+step_sumsq(const coord *c)
+{
+    double total = 0;
+
+    if (!(c->o->optim.clip_norm > 0)) {
+        return 0;
+    }
+    for (size_t i = 0; i < c->nvars; i++) {
+        const cvar *v = &c->vars[i];
+        for (uint32_t p = 0; v->has_acc && p < v->nparts; p++) {
+            total += sr__optim_sumsq_accum(&c->o->optim, &v->acc[p]);
+        }
+    }
+    return total;
+}
+
 /* Every accumulator is taken: apply them all, advance the global step,
- * commit as the policy says and release the tokens. */
+ * commit as the policy says and release the tokens.  The update from step
+ * g to g + 1 uses the learning rate of step g (sr__optim_at_step). */
 static void
 apply_step(coord *c)
 {
-    int64_t t = c->global_step + 1; /* 1-based count of applied steps */
+    int64_t  t = c->global_step + 1; /* 1-based count of applied steps */
+    double   sumsq = step_sumsq(c);
+    sr_optim so = sr__optim_at_step(&c->o->optim, c->global_step, sumsq);
 
     for (size_t i = 0; i < c->nvars; i++) {
         if (c->vars[i].has_acc) {
-            apply_var(c, &c->vars[i], t);
+            apply_var(c, &c->vars[i], t, &so);
         }
     }
     c->ntaken = 0;
     c->global_step++;
-    SR_LOG(SR_LOG_DEBUG, "COORD-APPLY", "global_step=%" PRId64, c->global_step);
+    if (c->o->optim.clip_norm > 0) {
+        SR_LOG(SR_LOG_DEBUG, "COORD-APPLY",
+               "global_step=%" PRId64 " lr=%.9g grad_norm=%.9g clip_scale=%.9g", c->global_step,
+               so.lr, sqrt(sumsq), so.grad_scale);
+    } else {
+        SR_LOG(SR_LOG_DEBUG, "COORD-APPLY", "global_step=%" PRId64 " lr=%.9g", c->global_step,
+               so.lr);
+    }
     commit_step(c);
 }
 

@@ -53,6 +53,9 @@ typedef struct {
                             call per variable */
     const int64_t *tensor_elems; /* row 6: each variable's float32 elements (nvars of
                                     them, summing to bytes / 4); NULL: bytes / nvars each */
+    /* issue 25: --optimizer adamw --weight-decay 0.01 --clip-norm 1 instead of
+     * SGD (worker 0 then checks only that the model changed, not its values). */
+    int adamw_clip;
 } run_cfg;
 
 enum { MANY_CALLS = 1, MANY_MODEL = 2 };

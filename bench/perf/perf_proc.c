@@ -322,6 +322,11 @@ spawn_coordinator(bench *b, const run_cfg *c, const char *store, const char *end
     if (c->async) {
         sr_coord_argv_opt(&a, "--commit", "async");
     }
+    if (c->adamw_clip) { /* issue 25 */
+        sr_coord_argv_opt(&a, "--optimizer", "adamw");
+        sr_coord_argv_opt(&a, "--weight-decay", "0.01");
+        sr_coord_argv_opt(&a, "--clip-norm", "1");
+    }
     sr_coord_argv_opt(&a, "--log-level", "notice");
     for (int i = 0; i < b->nextra; i++) {
         sr_coord_argv_add(&a, b->extra[i]);

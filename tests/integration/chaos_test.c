@@ -130,6 +130,65 @@ test_chaos_async_commit_passes(void **state)
                           "--kill-every 1.0 --commit async --resize 3,4");
 }
 
+/* Issue 25: a recipe with a warm-up and cosine schedule, adamw and global
+ * norm clipping (over partitions of 32 bytes) passes every invariant, the
+ * replay bit for bit; and the replay depends on each: verified with a
+ * constant rate, or without the clipping, it fails. */
+static void
+test_chaos_adamw_cosine_clip_passes(void **state)
+{
+    char             *dir = sr_test_mkdtemp("chaosr"), out[600], store[700], *rep;
+    sr_chaos_evidence e;
+    sr_chaos_check    checks[SR_CHAOS_NCHECKS];
+    sr_optim          o;
+    (void)state;
+
+    snprintf(out, sizeof(out), "%s/run", dir);
+    int rc = chaos(out,
+                   "--workers 3 --replicas-to-aggregate 3 --duration 12 --seed 25 "
+                   "--kill-every 1.0 --optimizer adamw --weight-decay 0.01 --clip-norm 0.5 "
+                   "--lr-schedule cosine --warmup-steps 5 --decay-steps 1500 --lr-min 0.001 "
+                   "--partition-bytes 32",
+                   &rep);
+    if (rc != 0) {
+        fprintf(stderr, "%s\n", rep);
+    }
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(rep, "\"passed\": true"));
+    free(rep);
+
+    memset(&o, 0, sizeof(o)); /* the harness's recipe */
+    o.kind = SR_OPT_ADAMW;
+    o.lr = 0.05;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.epsilon = 1e-8;
+    o.ema = 1;
+    o.ema_decay = 0.9;
+    o.weight_decay = 0.01;
+    o.clip_norm = 0.5;
+    o.lr_schedule = 2; /* cosine */
+    o.warmup_steps = 5;
+    o.decay_steps = 1500;
+    o.lr_min = 0.001;
+    o.step_gamma = 0.1;
+    snprintf(store, sizeof(store), "%s/store.db", out);
+    assert_sr_ok(sr_chaos_load(store, 25, &o, &e));
+    assert_true(e.global_step > 6);
+    assert_int_equal(sr_chaos_verify(&e, checks), 1);
+    e.optim.lr_schedule = 0; /* constant: the warm-up's steps differ */
+    e.optim.warmup_steps = 0;
+    assert_int_equal(sr_chaos_verify(&e, checks), 0);
+    assert_false(checks[0].passed);
+    e.optim = o;
+    e.optim.clip_norm = 0; /* the chaos model's gradients are clipped at 0.5 */
+    assert_int_equal(sr_chaos_verify(&e, checks), 0);
+    assert_false(checks[0].passed);
+    sr_chaos_evidence_free(&e);
+    sr_test_rmdir_rf(dir);
+    free(dir);
+}
+
 static void
 load(sr_chaos_evidence *e)
 {
@@ -285,6 +344,7 @@ main(void)
         cmocka_unit_test(test_chaos_verifier_catches_each_corruption),
         cmocka_unit_test(test_chaos_checkpoint_every_5_partitioned_passes),
         cmocka_unit_test(test_chaos_async_commit_passes),
+        cmocka_unit_test(test_chaos_adamw_cosine_clip_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
