@@ -209,6 +209,7 @@ apply_step(coord *c)
     }
     c->ntaken = 0;
     c->global_step++;
+    sr__coord_metrics_step_applied(c); /* issue 26: syncrep_step_duration_seconds */
     SR_LOG(SR_LOG_DEBUG, "COORD-APPLY", "global_step=%" PRId64, c->global_step);
     commit_step(c);
 }
