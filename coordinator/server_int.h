@@ -303,6 +303,9 @@ typedef struct coord {
     size_t           m_nstraggler;
     uint64_t         m_bytes_in, m_bytes_out; /* ZeroMQ messages received and sent */
     sr_strbuf        m_text;                  /* the rendering, reused */
+    int64_t          m_apply_ns[256];         /* monotonic times of the last applies (a ring) */
+    size_t           m_napply;                /* applies so far; the newest at (m_napply-1)%256 */
+    int64_t          m_start_ns;              /* monotonic, when the metrics were opened */
 } coord;
 
 typedef struct {
@@ -484,6 +487,11 @@ void sr__coord_metrics_commit_done(coord *c, uint64_t us);
 int sr__coord_metrics_replicas_effective(const coord *c);
 /* Steps the task's push completed so far. */
 uint64_t sr__coord_metrics_stragglers(const coord *c, int32_t task);
+/* Steps per second over the last STEP_RATE_WINDOW_MS (5 s): 0 within 5 s of a stall. */
+double sr__coord_metrics_step_rate(const coord *c);
+/* STATUS's last fields (workers_live, replicas_effective, bytes, the last
+ * commit's age, the metrics endpoint) and the object's closing brace. */
+void sr__coord_metrics_status_json(const coord *c, sr_strbuf *b);
 
 /* ---- server_start.c: start-up and shutdown ----------------------------- */
 

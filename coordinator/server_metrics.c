@@ -19,7 +19,9 @@
 #define SR_PROJECT_VERSION "unknown"
 #endif
 
-#define PUBLISH_MS 100 /* the longest a scrape's text lags the loop's state */
+#define PUBLISH_MS          100          /* the longest a scrape's text lags the loop's state */
+#define STEP_RATE_WINDOW_NS 5000000000LL /* STATUS's steps_per_s: over the last 5 s */
+#define APPLY_RING          (sizeof(((coord *)0)->m_apply_ns) / sizeof(int64_t))
 
 sr_err
 sr__coord_metrics_open(coord *c)
@@ -31,6 +33,7 @@ sr__coord_metrics_open(coord *c)
     atomic_init(&c->m_last_commit_ms, 0);
     sr_strbuf_init(&c->m_text);
     c->m_start_wall_ms = sr_clock_wall_ms();
+    c->m_start_ns = sr_clock_now_ns();
     if (c->o->metrics_bind == NULL) {
         return SR_OK;
     }
@@ -76,6 +79,69 @@ sr__coord_metrics_step_applied(coord *c)
         sr_metrics_hist_observe_ns(&c->m_step, now - c->m_last_apply_ns);
     }
     c->m_last_apply_ns = now;
+    c->m_apply_ns[c->m_napply++ % APPLY_RING] = now;
+}
+
+/* The applies within the window, over the window (or the time since the
+ * metrics began, when shorter); when the ring holds fewer than the
+ * window's applies (thousands of steps a second), over the ring's span. */
+double
+sr__coord_metrics_step_rate(const coord *c)
+{
+    int64_t now = sr_clock_now_ns(), oldest = now;
+    size_t  k = 0;
+
+    while (k < c->m_napply && k < APPLY_RING) {
+        int64_t t = c->m_apply_ns[(c->m_napply - 1 - k) % APPLY_RING];
+        if (now - t > STEP_RATE_WINDOW_NS) {
+            break;
+        }
+        oldest = t;
+        k++;
+    }
+    if (k == 0) {
+        return 0.0;
+    }
+    int64_t span = STEP_RATE_WINDOW_NS;
+    if (k == APPLY_RING) {
+        span = now - oldest;
+    } else if (now - c->m_start_ns < span) {
+        span = now - c->m_start_ns;
+    }
+    return span > 0 ? (double)k * 1e9 / (double)span : 0.0;
+}
+
+/* Tasks with a client that has not left. */
+static uint64_t
+live_tasks(const coord *c)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < c->nworkers; i++) {
+        int live = 0;
+        for (size_t k = 0; k < c->nclients && !live; k++) {
+            live = c->clients[k].task == c->workers[i].task && !c->clients[k].gone;
+        }
+        n += (uint64_t)live;
+    }
+    return n;
+}
+
+void
+sr__coord_metrics_status_json(const coord *c, sr_strbuf *b)
+{
+    int64_t last = atomic_load(&c->m_last_commit_ms);
+
+    sr_strbuf_printf(b,
+                     ",\"workers_live\":%" PRIu64 ",\"replicas_effective\":%d"
+                     ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
+                     ",\"seconds_since_commit\":%.3f,\"metrics\":",
+                     live_tasks(c), sr__coord_metrics_replicas_effective(c), c->m_bytes_in,
+                     c->m_bytes_out, last > 0 ? (sr_clock_wall_ms() - last) / 1000.0 : -1.0);
+    if (c->metrics != NULL) {
+        sr_strbuf_printf(b, "\"http://%s/metrics\"}", sr_metrics_http_address(c->metrics));
+    } else {
+        sr_strbuf_printf(b, "null}");
+    }
 }
 
 void
@@ -119,6 +185,7 @@ fill_tasks(coord *c, sr_metrics_snapshot *s, sr_metrics_task *tasks)
     for (size_t i = 0; i < c->nworkers; i++) {
         const worker    *w = &c->workers[i];
         sr_metrics_task *t = &tasks[s->ntasks++];
+        int              live = 0;
         s->pushes_accepted += w->accepted; /* its clients reclaimed so far */
         s->pushes_stale += w->stale;
         s->pushes_duplicate += w->duplicate;
@@ -128,11 +195,12 @@ fill_tasks(coord *c, sr_metrics_snapshot *s, sr_metrics_task *tasks)
         t->last_seen_unix_s = w->last_seen_wall_ms > 0 ? w->last_seen_wall_ms / 1000.0 : -1.0;
         t->local_step_lag = c->global_step - w->local_step;
         t->stragglers = sr__coord_metrics_stragglers(c, w->task);
-        for (size_t k = 0; k < c->nclients && !t->live; k++) {
-            t->live = c->clients[k].task == w->task && !c->clients[k].gone;
+        for (size_t k = 0; k < c->nclients && !live; k++) {
+            live = c->clients[k].task == w->task && !c->clients[k].gone;
         }
-        s->workers_live += (uint64_t)t->live;
+        t->live = live;
     }
+    s->workers_live = live_tasks(c);
 }
 
 static int

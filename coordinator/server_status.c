@@ -56,20 +56,21 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
 {
     int64_t now = sr__coord_now_ms(c);
 
-    sr_strbuf_printf(
-        b,
-        "{\"incarnation\":%" PRIu64 ",\"global_step\":%" PRId64 ",\"committed_step\":%" PRId64
-        ",\"restored_step\":%" PRId64 ",\"model_ready\":%s,"
-        "\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
-        "\"steps_per_s\":%.3f,\"tokens_available\":%zu,\"malformed\":%" PRIu64
-        ",\"refused\":%" PRIu64 ",\"nonfinite\":%" PRIu64
-        ",\"clients\":%zu,\"deterministic_sum\":%s,\"max_steps\":%" PRId64
-        ",\"done\":%s,\"accumulators\":[",
-        c->incarnation, c->global_step, c->committed_step, c->restored_step,
-        sr__coord_model_ready(c) ? "true" : "false", c->o->R, c->o->N,
-        sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed, c->refused,
-        c->nonfinite, c->nclients, c->o->deterministic_sum ? "true" : "false", c->o->max_steps,
-        c->state == COORD_DONE ? "true" : "false");
+    sr_strbuf_printf(b,
+                     "{\"incarnation\":%" PRIu64 ",\"global_step\":%" PRId64
+                     ",\"committed_step\":%" PRId64 ",\"restored_step\":%" PRId64
+                     ",\"model_ready\":%s,"
+                     "\"replicas_to_aggregate\":%d,\"total_replicas\":%d,\"optimizer\":\"%s\","
+                     "\"steps_per_s\":%.3f,\"tokens_available\":%zu,\"malformed\":%" PRIu64
+                     ",\"refused\":%" PRIu64 ",\"nonfinite\":%" PRIu64
+                     ",\"clients\":%zu,\"deterministic_sum\":%s,\"max_steps\":%" PRId64
+                     ",\"done\":%s,\"accumulators\":[",
+                     c->incarnation, c->global_step, c->committed_step, c->restored_step,
+                     sr__coord_model_ready(c) ? "true" : "false", c->o->R, c->o->N,
+                     sr__optim_name(c->o->optim.kind), sr__coord_metrics_step_rate(c),
+                     c->tokens.len, c->malformed, c->refused, c->nonfinite, c->nclients,
+                     c->o->deterministic_sum ? "true" : "false", c->o->max_steps,
+                     c->state == COORD_DONE ? "true" : "false");
     int first = 1;
     for (size_t i = 0; i < c->nvars; i++) {
         cvar *v = &c->vars[i];
@@ -120,10 +121,11 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
                          ",\"seconds_since_seen\":%.3f,\"connected\":%s,\"waiting_for_token\":%s,"
                          "\"accepted\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"duplicate\":%" PRIu64
                          ",\"beyond_share\":%" PRIu64 ",\"rejected\":%" PRIu64
-                         ",\"chained\":%" PRIu64 "}",
+                         ",\"chained\":%" PRIu64 ",\"stragglers\":%" PRIu64 "}",
                          i ? "," : "", w->task, w->local_step, w->last_seen_wall_ms,
                          seen < 0 ? -1.0 : seen / 1000.0, live ? "true" : "false",
-                         parked ? "true" : "false", acc, stale, dup, over, errs, chained);
+                         parked ? "true" : "false", acc, stale, dup, over, errs, chained,
+                         sr__coord_metrics_stragglers(c, w->task));
     }
     sr_store_ckpt_stats ck;
     sr_store_get_ckpt_stats(sr__coord_commit_store(c), &ck);
@@ -138,10 +140,11 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
     sr_strbuf_json_str(b, ck.last_error);
     sr_strbuf_printf(b,
                      "},\"commits\":{\"count\":%" PRIu64 ",\"mean_ms\":%.3f,\"max_ms\":%.3f"
-                     ",\"last_ms\":%.3f,\"failures\":%" PRIu64 "}}",
+                     ",\"last_ms\":%.3f,\"failures\":%" PRIu64 "}",
                      atomic_load(&c->commits), sr__coord_commit_mean_ms(c),
                      atomic_load(&c->commit_max_us) / 1000.0,
                      atomic_load(&c->commit_last_us) / 1000.0, atomic_load(&c->commit_failures));
+    sr__coord_metrics_status_json(c, b); /* issue 26: the metrics' fields, and the closing } */
 }
 
 /* At shutdown, after the last commit: how many store commits, their time. */
