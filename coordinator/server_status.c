@@ -118,14 +118,15 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
         }
         sr_strbuf_printf(b,
                          "%s{\"task_index\":%d,\"local_step\":%" PRId64 ",\"last_seen_ms\":%" PRId64
-                         ",\"seconds_since_seen\":%.3f,\"connected\":%s,\"waiting_for_token\":%s,"
+                         ",\"seconds_since_seen\":%.3f,\"stragglers\":%" PRIu64
+                         ",\"connected\":%s,\"waiting_for_token\":%s,"
                          "\"accepted\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"duplicate\":%" PRIu64
                          ",\"beyond_share\":%" PRIu64 ",\"rejected\":%" PRIu64
-                         ",\"chained\":%" PRIu64 ",\"stragglers\":%" PRIu64 "}",
+                         ",\"chained\":%" PRIu64 "}",
                          i ? "," : "", w->task, w->local_step, w->last_seen_wall_ms,
-                         seen < 0 ? -1.0 : seen / 1000.0, live ? "true" : "false",
-                         parked ? "true" : "false", acc, stale, dup, over, errs, chained,
-                         sr__coord_metrics_stragglers(c, w->task));
+                         seen < 0 ? -1.0 : seen / 1000.0, sr__coord_metrics_stragglers(c, w->task),
+                         live ? "true" : "false", parked ? "true" : "false", acc, stale, dup, over,
+                         errs, chained);
     }
     sr_store_ckpt_stats ck;
     sr_store_get_ckpt_stats(sr__coord_commit_store(c), &ck);
