@@ -7,7 +7,8 @@
  * its HTTP query API (/api/v1/query) equal to the step STATUS reports.
  * Every process is this test's own child, ended by its PID.  Without
  * prometheus/promtool, or when Prometheus cannot start, the test says
- * "SKIPPED: why" and exits 77 (ctest shows it as skipped).
+ * "SKIPPED: why" and exits 77 (ctest shows it as skipped).  A second case
+ * runs --commit async, whose writer thread observes the commit histogram.
  */
 #include "sr_test.h"
 
@@ -332,11 +333,62 @@ test_metrics_prometheus_scrapes_global_step(void **state)
     sr_harness_fini(&h);
 }
 
+/* --commit async: the writer thread observes the commit histogram (under
+ * TSan in `SANITIZE=thread ./run test`); the endpoint still agrees with
+ * STATUS and passes promtool. */
+static void
+test_metrics_async_commit_writer_observes(void **state)
+{
+    sr_harness   h;
+    sr_client   *c[2];
+    looper       l[2];
+    pthread_t    t[2];
+    char         status[16384];
+    scrape_wait  w;
+    const double x0 = 0.0;
+    (void)state;
+
+    sr_harness_init(&h, "metricsasync");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "1.0", "--init-tokens",
+                     "0", "--commit", "async", "--metrics-bind", "127.0.0.1:0", NULL);
+    for (int i = 0; i < 2; i++) {
+        c[i] = sr_harness_client(&h, i);
+        assert_sr_ok(sr_client_declare(c[i], "x", SR_FLOAT64, 0, NULL, i == 0 ? &x0 : NULL));
+    }
+    assert_sr_ok(sr_client_ready(c[0]));
+    assert_sr_ok(sr_client_ready(c[1]));
+    for (int i = 0; i < 2; i++) {
+        l[i] = (looper){c[i], 0};
+        assert_int_equal(pthread_create(&t[i], NULL, train, &l[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        assert_sr_ok(l[i].rc);
+    }
+    w.port = metrics_port(&h);
+    w.want = ROUNDS;
+    assert_true(w.port > 0);
+    assert_true(sr_test_wait_until(endpoint_at, &w, 5000));
+    const char *text = strstr(w.resp, "\r\n\r\n") + 4;
+    assert_int_equal(promtool_check(h.dir, text), 0);
+    assert_true(sample(text, "syncrep_commits_total") > 0);
+    assert_int_equal(sample(text, "syncrep_commit_duration_seconds_count"),
+                     sample(text, "syncrep_commits_total"));
+    assert_int_equal(sr_harness_status(&h, status, sizeof(status)), 0);
+    assert_int_equal(sr_harness_json_num(status, "\"global_step\":"), ROUNDS);
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_prometheus_scrapes_global_step),
+        cmocka_unit_test(test_metrics_async_commit_writer_observes),
     };
     if (access(prometheus_bin, X_OK) != 0 || access(promtool_bin, X_OK) != 0) {
         printf("SKIPPED: %s or %s is missing (Debian package prometheus; ./run test installs "
