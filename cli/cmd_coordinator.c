@@ -118,7 +118,9 @@ static const char usage_text[] =
     "  --allow-new-variables         let the chief declare a variable the model lacks\n"
     "                                once it is ready (refused without it: a program\n"
     "                                declaring another model must not change this one)\n"
-    "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n";
+    "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n"
+    "  --metrics-bind ADDR:PORT      serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+    "                                (e.g. 127.0.0.1:9464; docs/metrics.md)\n";
 
 static int
 need(int i, int argc, char **argv)
@@ -311,6 +313,8 @@ sr__cli_coordinator(int argc, char **argv)
             if (!bad) {
                 sr_log_set_level(lvl);
             }
+        } else if (strcmp(a, "--metrics-bind") == 0) { /* issue 26 */
+            o.metrics_bind = val;
         } else {
             return sr_args_usage_error("coordinator", "unknown option '%s'", a);
         }

@@ -9,6 +9,9 @@ add_library(SR::zmq ALIAS PkgConfig::ZMQ)
 # xxHash (XXH3_64bits): the store's chunk checksums (docs/store.md, "Checksums").
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash>=0.8)
 add_library(SR::xxhash ALIAS PkgConfig::XXHASH)
+# libmicrohttpd: the coordinator's Prometheus endpoint, --metrics-bind (docs/metrics.md).
+pkg_check_modules(MICROHTTPD REQUIRED IMPORTED_TARGET libmicrohttpd>=0.9.71)
+add_library(SR::microhttpd ALIAS PkgConfig::MICROHTTPD)
 if(SYNCREP_TESTS)
   pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
   add_library(SR::cmocka ALIAS PkgConfig::CMOCKA)

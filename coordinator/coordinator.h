@@ -56,6 +56,8 @@ typedef struct {
     char reconfigured[512];   /* "optimizer adam->sgd ..." (sr_coord_resolve_opts): the
                                  changes --reconfigure applied; "" for none */
     int64_t max_steps;        /* the job ends when the global step reaches it; 0: never */
+    /* issue 26: metrics */
+    const char *metrics_bind; /* "ADDR:PORT" of the Prometheus endpoint; NULL: none */
 } sr_coord_opts;
 
 /* The job's recipe: the options a store keeps from one start to the next

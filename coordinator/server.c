@@ -258,6 +258,7 @@ periodic(coord *c)
     }
     check_shared_tasks(c, now);
     sr__coord_reclaim_gone(c, RECLAIM_AFTER_MS);
+    sr__coord_metrics_publish(c, 0); /* issue 26: at most every 100 ms */
     if (now - c->last_rate_ms >= c->o->log_interval_ms) {
         double secs = (now - c->last_rate_ms) / 1000.0;
         c->steps_per_s = c->last_rate_ms ? (c->global_step - c->last_rate_step) / secs : 0.0;
@@ -419,6 +420,7 @@ recv_one(coord *c)
             break;
         }
         more = zmq_msg_more(m);
+        c->m_bytes_in += zmq_msg_size(m); /* issue 26: syncrep_received_bytes_total */
         if (n < MAX_PARTS) {
             n++;
         }
@@ -463,6 +465,7 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
     /* The endpoint checked and bound before the store counts an incarnation:
      * a refused start writes nothing into it (a new store stays empty). */
     if ((rc = sr__coord_check_endpoint(o->bind)) != SR_OK ||
+        (rc = sr__coord_metrics_open(&c)) != SR_OK || /* issue 26: --metrics-bind */
         (rc = sr__coord_open_store(&c)) != SR_OK || (rc = sr__coord_open_socket(&c)) != SR_OK ||
         (rc = sr__coord_start(&c)) != SR_OK ||
         (o->commit_async && (rc = sr__coord_writer_start(&c)) != SR_OK)) {
@@ -473,6 +476,7 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
     }
     c.last_rate_ms = sr__coord_now_ms(&c);
     c.last_rate_step = c.global_step;
+    sr__coord_metrics_publish(&c, 1); /* issue 26: the first scrape finds the started state */
     for (;;) {
         zmq_pollitem_t it[3] = {{c.sock, 0, ZMQ_POLLIN, 0}};
         int            nit = 1 + sr__auth_pollitems(c.auth, &it[1]);

@@ -162,6 +162,7 @@ timed_commit(coord *c, sr_store *st, const sr_store_commit *cm)
     atomic_fetch_add(&c->commits, 1);
     atomic_fetch_add(&c->commit_us, us);
     atomic_store(&c->commit_last_us, us);
+    sr__coord_metrics_commit_done(c, us); /* issue 26: syncrep_commit_duration_seconds */
     uint64_t max = atomic_load(&c->commit_max_us);
     while (us > max && !atomic_compare_exchange_weak(&c->commit_max_us, &max, us)) {
     }

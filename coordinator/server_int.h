@@ -22,6 +22,7 @@
 #include "coordinator/auth.h"
 #include "coordinator/coord_int.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/metrics.h"
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "store/store.h"
@@ -311,6 +312,21 @@ typedef struct coord {
     size_t   nmembers, cap_members;
     cpack   *packs;
     size_t   npacks, cap_packs;
+    /* ---- issue 26: metrics (server_metrics.c, docs/metrics.md) ---- */
+    sr_metrics_http *metrics;           /* --metrics-bind's endpoint, or NULL */
+    sr_metrics_hist  m_step;            /* syncrep_step_duration_seconds */
+    sr_metrics_hist  m_commit;          /* syncrep_commit_duration_seconds (loop or writer) */
+    _Atomic int64_t  m_last_commit_ms;  /* wall clock of the last commit, 0: none yet */
+    int64_t          m_last_apply_ns;   /* monotonic, the last step's apply; 0: none yet */
+    int64_t          m_last_publish_ms; /* monotonic, the last text published */
+    int64_t          m_start_wall_ms;
+    uint64_t        *m_straggler; /* per task index: steps its push completed */
+    size_t           m_nstraggler;
+    uint64_t         m_bytes_in, m_bytes_out; /* ZeroMQ messages received and sent */
+    sr_strbuf        m_text;                  /* the rendering, reused */
+    int64_t          m_apply_ns[256];         /* monotonic times of the last applies (a ring) */
+    size_t           m_napply;                /* applies so far; the newest at (m_napply-1)%256 */
+    int64_t          m_start_ns;              /* monotonic, when the metrics were opened */
 } coord;
 
 typedef struct {
@@ -492,6 +508,32 @@ void sr__coord_status_json(coord *c, sr_strbuf *b);
 void sr__coord_log_commits(const coord *c);
 void sr__coord_log_wal_checkpoints(const coord *c);
 
+/* ---- server_metrics.c: issue 26, the metrics ---------------------------- */
+
+/* Histograms ready; with o->metrics_bind, the HTTP endpoint bound (a bad
+ * address refuses the start: SR_EINVAL naming it) and logged. */
+sr_err sr__coord_metrics_open(coord *c);
+/* Stop the endpoint, free what the metrics hold (NULL-safe fields). */
+void sr__coord_metrics_close(coord *c);
+/* Render and publish the snapshot when the last is >= 100 ms old (force:
+ * now).  The loop's only contact with the HTTP thread. */
+void sr__coord_metrics_publish(coord *c, int force);
+/* Hooks: a step was applied (server_step.c); a push by `task` was handled
+ * while the global step was g0 (server_push.c: when the step advanced, the
+ * task was its straggler); a commit took `us` (any thread). */
+void sr__coord_metrics_step_applied(coord *c);
+void sr__coord_metrics_after_push(coord *c, int32_t task, int64_t g0);
+void sr__coord_metrics_commit_done(coord *c, uint64_t us);
+/* The R steps are taken with now (syncrep_replicas_effective, STATUS). */
+int sr__coord_metrics_replicas_effective(const coord *c);
+/* Steps the task's push completed so far. */
+uint64_t sr__coord_metrics_stragglers(const coord *c, int32_t task);
+/* Steps per second over the last STEP_RATE_WINDOW_MS (5 s): 0 within 5 s of a stall. */
+double sr__coord_metrics_step_rate(const coord *c);
+/* STATUS's last fields (workers_live, replicas_effective, bytes, the last
+ * commit's age, the metrics endpoint) and the object's closing brace. */
+void sr__coord_metrics_status_json(const coord *c, sr_strbuf *b);
+
 /* ---- server_start.c: start-up and shutdown ----------------------------- */
 
 /* An empty coordinator in STARTING with the real I/O; release with sr__coord_free. */
@@ -525,13 +567,17 @@ void sr__coord_dispatch(coord *c, zmq_msg_t *parts, int nparts);
 static inline int
 sr__coord_send(coord *c, const void *data, size_t len, int flags)
 {
-    return c->io.send(c->io.ctx, data, len, flags);
+    int n = c->io.send(c->io.ctx, data, len, flags);
+    c->m_bytes_out += n > 0 ? (uint64_t)n : 0; /* issue 26: syncrep_sent_bytes_total */
+    return n;
 }
 
 static inline int
 sr__coord_send_msg(coord *c, zmq_msg_t *m, int flags)
 {
-    return c->io.send_msg(c->io.ctx, m, flags);
+    int n = c->io.send_msg(c->io.ctx, m, flags);
+    c->m_bytes_out += n > 0 ? (uint64_t)n : 0; /* issue 26: syncrep_sent_bytes_total */
+    return n;
 }
 
 static inline int64_t

@@ -88,7 +88,9 @@ finish_push(coord *c, req_ctx *r, int accepts, int took, int over)
         r->cl->min_token = c->global_step + 1;
     }
     sr__coord_push_reply(c, r, accepts > 0 ? SR_PUSH_ACCEPTED : SR_PUSH_STALE);
+    int64_t g0 = c->global_step; /* issue 26: the straggler */
     sr__coord_step_took(c, took);
+    sr__coord_metrics_after_push(c, r->cl->task, g0);
 }
 
 /* A push whose gradient holds NaN or Inf (and --nonfinite reject): refused
@@ -119,7 +121,9 @@ refuse_nonfinite(coord *c, req_ctx *r, cvar *v, uint32_t p0, uint32_t p1, const 
                c->global_step, r->cl->task, SR_ESC(name));
     }
     REPLY_ERR(r, SR_ENONFINITE, "push %s: gradient contains NaN or Inf", SR_ESC(name));
+    int64_t g0 = c->global_step; /* issue 26: the straggler */
     sr__coord_step_took(c, took);
+    sr__coord_metrics_after_push(c, r->cl->task, g0);
 }
 
 /* Whether request r's push of `mode` may go to partitions [p0, p1) of v: 0

@@ -721,6 +721,7 @@ sr__coord_free(coord *c)
     free(c->sp_rows);
     free(c->sp_start);
     sr__coord_pdecl_drop(c);
+    sr__coord_metrics_close(c); /* issue 26 */
     sr__tokens_destroy(&c->tokens);
     sr__auth_close(c->auth);
     if (c->sock != NULL) {

@@ -66,7 +66,7 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
         ",\"clients\":%zu,\"deterministic_sum\":%s,\"max_steps\":%" PRId64 ",\"done\":%s,",
         c->incarnation, c->global_step, c->committed_step, c->restored_step,
         sr__coord_model_ready(c) ? "true" : "false", c->o->R, c->o->N,
-        sr__optim_name(c->o->optim.kind), c->steps_per_s, c->tokens.len, c->malformed, c->refused,
+        sr__optim_name(c->o->optim.kind), sr__coord_metrics_step_rate(c), c->tokens.len, c->malformed, c->refused,
         c->nonfinite, c->nclients, c->o->deterministic_sum ? "true" : "false", c->o->max_steps,
         c->state == COORD_DONE ? "true" : "false");
     /* issue 25: the rate the next update (global_step -> + 1) uses. */
@@ -119,13 +119,15 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
         }
         sr_strbuf_printf(b,
                          "%s{\"task_index\":%d,\"local_step\":%" PRId64 ",\"last_seen_ms\":%" PRId64
-                         ",\"seconds_since_seen\":%.3f,\"connected\":%s,\"waiting_for_token\":%s,"
+                         ",\"seconds_since_seen\":%.3f,\"stragglers\":%" PRIu64
+                         ",\"connected\":%s,\"waiting_for_token\":%s,"
                          "\"accepted\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"duplicate\":%" PRIu64
                          ",\"beyond_share\":%" PRIu64 ",\"rejected\":%" PRIu64
                          ",\"chained\":%" PRIu64 "}",
                          i ? "," : "", w->task, w->local_step, w->last_seen_wall_ms,
-                         seen < 0 ? -1.0 : seen / 1000.0, live ? "true" : "false",
-                         parked ? "true" : "false", acc, stale, dup, over, errs, chained);
+                         seen < 0 ? -1.0 : seen / 1000.0, sr__coord_metrics_stragglers(c, w->task),
+                         live ? "true" : "false", parked ? "true" : "false", acc, stale, dup, over,
+                         errs, chained);
     }
     sr_store_ckpt_stats ck;
     sr_store_get_ckpt_stats(sr__coord_commit_store(c), &ck);
@@ -140,10 +142,11 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
     sr_strbuf_json_str(b, ck.last_error);
     sr_strbuf_printf(b,
                      "},\"commits\":{\"count\":%" PRIu64 ",\"mean_ms\":%.3f,\"max_ms\":%.3f"
-                     ",\"last_ms\":%.3f,\"failures\":%" PRIu64 "}}",
+                     ",\"last_ms\":%.3f,\"failures\":%" PRIu64 "}",
                      atomic_load(&c->commits), sr__coord_commit_mean_ms(c),
                      atomic_load(&c->commit_max_us) / 1000.0,
                      atomic_load(&c->commit_last_us) / 1000.0, atomic_load(&c->commit_failures));
+    sr__coord_metrics_status_json(c, b); /* issue 26: the metrics' fields, and the closing } */
 }
 
 /* At shutdown, after the last commit: how many store commits, their time. */

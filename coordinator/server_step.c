@@ -236,6 +236,7 @@ apply_step(coord *c)
     }
     c->ntaken = 0;
     c->global_step++;
+    sr__coord_metrics_step_applied(c); /* issue 26: syncrep_step_duration_seconds */
     if (c->o->optim.clip_norm > 0) {
         SR_LOG(SR_LOG_DEBUG, "COORD-APPLY",
                "global_step=%" PRId64 " lr=%.9g grad_norm=%.9g clip_scale=%.9g", c->global_step,

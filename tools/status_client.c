@@ -15,8 +15,31 @@ struct sr_status_client {
     uint64_t req; /* the last request id sent */
 };
 
+/* A 40-character Z85 key, or SR_EINVAL naming `what`. */
+static sr_err
+check_key(const char *key, const char *what)
+{
+    uint8_t bin[32];
+
+    if (key == NULL) {
+        return sr_fail(SR_EINVAL, "CURVE: the %s is missing (all three keys, or none)", what);
+    }
+    if (strlen(key) != 40 || zmq_z85_decode(bin, key) == NULL) {
+        return sr_fail(SR_EINVAL, "CURVE: the %s is not a 40-character Z85 key", what);
+    }
+    return SR_OK;
+}
+
 sr_err
 sr_status_client_open(sr_status_client **out, const char *endpoint)
+{
+    return sr_status_client_open_curve(out, endpoint, NULL, NULL, NULL);
+}
+
+sr_err
+sr_status_client_open_curve(sr_status_client **out, const char *endpoint,
+                            const char *server_public_key, const char *public_key,
+                            const char *secret_key)
 {
     sr_status_client *c;
     int               zero = 0;
@@ -24,6 +47,16 @@ sr_status_client_open(sr_status_client **out, const char *endpoint)
 
     if (out == NULL || endpoint == NULL) {
         return sr_fail(SR_EINVAL, "sr_status_client_open: NULL argument");
+    }
+    if (server_public_key != NULL || public_key != NULL || secret_key != NULL) {
+        if ((rc = check_key(server_public_key, "server (coordinator) public key")) != SR_OK ||
+            (rc = check_key(public_key, "client public key")) != SR_OK ||
+            (rc = check_key(secret_key, "client secret key")) != SR_OK) {
+            return rc;
+        }
+        if (!zmq_has("curve")) {
+            return sr_fail(SR_ENOTSUP, "CURVE: this libzmq has no CURVE support");
+        }
     }
     if ((c = calloc(1, sizeof(*c))) == NULL) {
         return sr_fail(SR_ENOMEM, "sr_status_client_open: %zu bytes", sizeof(*c));
@@ -33,6 +66,13 @@ sr_status_client_open(sr_status_client **out, const char *endpoint)
         goto fail;
     }
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    if (server_public_key != NULL &&
+        (zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, server_public_key, 40) != 0 ||
+         zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, public_key, 40) != 0 ||
+         zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, secret_key, 40) != 0)) {
+        rc = sr_fail(SR_EINVAL, "CURVE keys: %s", zmq_strerror(errno));
+        goto fail;
+    }
     if (zmq_connect(c->sock, endpoint) != 0) {
         rc = sr_fail(SR_EMSG, "connect %s: %s", endpoint, zmq_strerror(errno));
         goto fail;

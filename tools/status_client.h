@@ -18,6 +18,15 @@ typedef struct sr_status_client sr_status_client;
  * endpoint; the detail says why). */
 sr_err sr_status_client_open(sr_status_client **out, const char *endpoint);
 
+/* The same with CURVE (docs/security.md) when server_public_key is not
+ * NULL: the coordinator's public key and this client's key pair, each 40
+ * Z85 characters (all three, or server_public_key NULL for plaintext).
+ * Errors as sr_status_client_open, and SR_EINVAL (a key missing or not 40
+ * Z85 characters; the detail names it), SR_ENOTSUP (libzmq without CURVE). */
+sr_err sr_status_client_open_curve(sr_status_client **out, const char *endpoint,
+                                   const char *server_public_key, const char *public_key,
+                                   const char *secret_key);
+
 /* Send one STATUS request and wait up to timeout_ms for its answer (late
  * answers to earlier requests are skipped).  Success: *status is the
  * reply's status (SR_OK, or the coordinator's refusal) and *text a malloc'd,
