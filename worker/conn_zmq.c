@@ -140,19 +140,36 @@ zio_close(void *arg)
     free(z);
 }
 
-/* One of the network options (docs/network.md): 0 means `def`, -1 means
- * off (where `off_ok`), anything else in [lo, hi] is itself.  SR_EINVAL
- * names the field otherwise. */
+/* One of the network options (docs/network.md): 0 means the environment's
+ * SYNCREP_<NAME> when set (how a Python program or a launcher sets them),
+ * else `def`; -1 means off (where `off_ok`); anything else in [lo, hi] is
+ * itself.  SR_EINVAL names the field or the variable otherwise. */
 static sr_err
 net_opt(const char *name, int given, int def, int lo, int hi, int off_ok, int *out)
 {
+    char        var[64], *end = NULL;
+    const char *from = name, *env;
+    size_t      n = snprintf(var, sizeof(var), "SYNCREP_%s", name);
+
+    for (size_t i = 8; i < n && i < sizeof(var); i++) {
+        var[i] = (char)(var[i] >= 'a' && var[i] <= 'z' ? var[i] - 'a' + 'A' : var[i]);
+    }
+    if (given == 0 && (env = getenv(var)) != NULL && *env != '\0') {
+        long v = strtol(env, &end, 10);
+        if (*end != '\0' || v < -1 || v > hi) {
+            return sr_fail(SR_EINVAL, "sr_client_open: %s=\"%s\" is not in %d..%d%s", var, env, lo,
+                           hi, off_ok ? " or -1 (off)" : "");
+        }
+        given = (int)v;
+        from = var;
+    }
     if (given == 0) {
         *out = def;
     } else if (given == -1 && off_ok) {
         *out = -1;
     } else if (given < lo || given > hi) {
         return sr_fail(SR_EINVAL,
-                       "sr_client_open: %s %d is out of range (%d..%d%s, 0 = default %d)", name,
+                       "sr_client_open: %s %d is out of range (%d..%d%s, 0 = default %d)", from,
                        given, lo, hi, off_ok ? ", -1 = off" : "", def);
     } else {
         *out = given;

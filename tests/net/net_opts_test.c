@@ -1,16 +1,16 @@
 /*
  * The client's network options (sr_client_options, docs/network.md): a
  * value out of range is SR_EINVAL naming the field, before anything is
- * sent; 0 takes the default and -1 turns heartbeats, the connect timeout or
- * keepalive off; a coordinator that cannot be reached for timeout_ms is
- * SR_ETIMEDOUT naming the endpoint.  Runs anywhere (loopback, a port bound
- * by the test and never listened on); the faults on a real network are
- * tests/net/net_test.sh.
+ * sent; 0 takes SYNCREP_<FIELD> from the environment or the default, and -1
+ * turns heartbeats, the connect timeout or keepalive off; a coordinator that cannot be reached for
+ * timeout_ms is SR_ETIMEDOUT naming the endpoint.  Runs anywhere (loopback, a port bound by the
+ * test and never listened on); the faults on a real network are tests/net/net_test.sh.
  */
 #include "sr_test.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -102,12 +102,39 @@ test_net_opts_unreachable_is_etimedout_naming_the_endpoint(void **state)
     close(fd);
 }
 
+/* Fields left 0 take SYNCREP_<FIELD> from the environment (how a Python
+ * program sets them); a bad value there is SR_EINVAL naming the variable. */
+static void
+test_net_opts_environment_fills_unset_fields(void **state)
+{
+    (void)state;
+    int               fd, port = dead_port(&fd);
+    char              ep[64];
+    sr_client_options o = {.endpoint = ep, .timeout_ms = 200};
+
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
+    setenv("SYNCREP_HEARTBEAT_IVL_MS", "soon", 1);
+    open_expect(&o, SR_EINVAL, "SYNCREP_HEARTBEAT_IVL_MS=\"soon\" is not in 10..3600000");
+    setenv("SYNCREP_HEARTBEAT_IVL_MS", "5", 1);
+    open_expect(&o, SR_EINVAL, "SYNCREP_HEARTBEAT_IVL_MS 5 is out of range");
+    o.heartbeat_ivl_ms = 500; /* a field that is set wins over the environment */
+    open_expect(&o, SR_ETIMEDOUT, ep);
+    o.heartbeat_ivl_ms = 0;
+    setenv("SYNCREP_HEARTBEAT_IVL_MS", "-1", 1);
+    setenv("SYNCREP_TCP_KEEPALIVE_CNT", "2", 1);
+    open_expect(&o, SR_ETIMEDOUT, ep);
+    unsetenv("SYNCREP_HEARTBEAT_IVL_MS");
+    unsetenv("SYNCREP_TCP_KEEPALIVE_CNT");
+    close(fd);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_net_opts_out_of_range_is_einval_naming_the_field),
         cmocka_unit_test(test_net_opts_unreachable_is_etimedout_naming_the_endpoint),
+        cmocka_unit_test(test_net_opts_environment_fills_unset_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
