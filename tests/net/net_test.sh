@@ -11,6 +11,8 @@
 #   SCENARIO: insecure worker_link coord_link one_way loss5 loss30 power_loss
 #   SR_NET_DOWN_S   how long a link is cut or lossy (default 20)
 #   SR_NET_BOUND_S  recovery bound asserted, link up to the next step (default 10)
+#   SR_NET_COORD_ARGS  more coordinator options (experiments: --heartbeat-ivl-ms 0 ...);
+#                   the workers take SYNCREP_HEARTBEAT_IVL_MS etc. from the environment
 #
 # Exit 0 pass, 1 fail, 77 skipped (not root, no namespaces or nftables, a
 # sanitizer build), saying why.  Everything made is removed by the EXIT
@@ -110,7 +112,7 @@ coord_args() { # RUN [extra...]
     shift
     echo --store "$D/$run/store.db" --bind "$EP" --replicas-to-aggregate 2 --init-tokens 0 \
         --learning-rate 0.05 --max-steps "$STEPS" --curve-secret-key-file "$D/coord.secret" \
-        --authorized-keys "$D/authorized" "$@"
+        --authorized-keys "$D/authorized" ${SR_NET_COORD_ARGS:-} "$@"
 }
 start_coord() { # RUN
     # shellcheck disable=SC2046  # the arguments hold no spaces (mktemp's names)

@@ -10,7 +10,9 @@
  * Its place in the job comes from the options, else the environment, with
  * the Python launcher's rules (python/syncrep/env.py): the endpoint from
  * SYNCREP_COORDINATOR, the task from SYNCREP_TASK_INDEX, then torchrun's
- * RANK, Kubeflow's PET_NODE_RANK, Slurm's SLURM_PROCID.
+ * RANK, Kubeflow's PET_NODE_RANK, Slurm's SLURM_PROCID; CURVE keys from
+ * --keys DIR, else SYNCREP_SERVER_PUBLIC_KEY, SYNCREP_PUBLIC_KEY and
+ * SYNCREP_SECRET_KEY.
  *
  * Output, one line each: NETW-STEP task=T step=S t_ms=MS (every completed
  * step, wall-clock milliseconds), NETW-FINAL task=T step=S hash=H.
@@ -131,6 +133,19 @@ parse(int argc, char **argv, args *a)
                             read_key(a->keys, "worker.public", a->pub, 64) != 0 ||
                             read_key(a->keys, "worker.secret", a->sec, 64) != 0)) {
         return -1;
+    }
+    if (a->keys == NULL && getenv("SYNCREP_SERVER_PUBLIC_KEY") != NULL) {
+        const char *k[3] = {getenv("SYNCREP_SERVER_PUBLIC_KEY"), getenv("SYNCREP_PUBLIC_KEY"),
+                            getenv("SYNCREP_SECRET_KEY")};
+        if (k[1] == NULL || k[2] == NULL) {
+            fprintf(stderr, "net_worker: SYNCREP_SERVER_PUBLIC_KEY needs SYNCREP_PUBLIC_KEY and "
+                            "SYNCREP_SECRET_KEY\n");
+            return -1;
+        }
+        snprintf(a->server_pub, 64, "%s", k[0]);
+        snprintf(a->pub, 64, "%s", k[1]);
+        snprintf(a->sec, 64, "%s", k[2]);
+        a->keys = "(environment)";
     }
     fprintf(stderr, "net_worker: task=%d (from %s) endpoint=%s curve=%s\n", a->task, source,
             a->endpoint, a->keys ? "on" : "off");
