@@ -498,9 +498,12 @@ static void
 set_net_opts(void *sock, const sr_coord_opts *o)
 {
     if (o->heartbeat_ivl_ms > 0) {
-        int ttl = o->heartbeat_timeout_ms - o->heartbeat_timeout_ms % 100; /* in tenths of s */
+        /* Options made without sr_coord_opts_default: five intervals. */
+        int timeout =
+            o->heartbeat_timeout_ms > 0 ? o->heartbeat_timeout_ms : 5 * o->heartbeat_ivl_ms;
+        int ttl = timeout - timeout % 100; /* ZeroMQ sends it in tenths of seconds */
         zmq_setsockopt(sock, ZMQ_HEARTBEAT_IVL, &o->heartbeat_ivl_ms, sizeof(int));
-        zmq_setsockopt(sock, ZMQ_HEARTBEAT_TIMEOUT, &o->heartbeat_timeout_ms, sizeof(int));
+        zmq_setsockopt(sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof(int));
         zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof(ttl));
     }
     if (o->tcp_keepalive_idle_s > 0) {

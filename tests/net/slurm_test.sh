@@ -237,8 +237,14 @@ at=$(last_step requeue)
 scontrol requeue "$JOB" || die "scontrol requeue $JOB"
 say "requeue: job $JOB requeued at step $at"
 # Slurm holds a requeued batch job back (its BeginTime) for a while; an
-# operator in a hurry, like this test, lets it start at once.
-for _ in $(seq 100); do [ "$(state "$JOB")" = PENDING ] && break; sleep 0.2; done
+# operator in a hurry, like this test, lets it start once the old run's
+# processes are gone and its credential has aged a few seconds (one started
+# in the same second is refused: "Job credential revoked").
+for _ in $(seq 150); do
+    [ "$(state "$JOB")" = PENDING ] && [ "$(sinfo -h -o '%t' | tr -d '\n')" = idle ] && break
+    sleep 0.2
+done
+sleep 3
 scontrol update JobId="$JOB" StartTime=now || die "scontrol update StartTime=now"
 wait_done "$JOB" requeue 300
 final_of requeue
