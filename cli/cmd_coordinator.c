@@ -120,7 +120,14 @@ static const char usage_text[] =
     "                                declaring another model must not change this one)\n"
     "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n"
     "  --metrics-bind ADDR:PORT      serve Prometheus metrics at http://ADDR:PORT/metrics\n"
-    "                                (e.g. 127.0.0.1:9464; docs/metrics.md)\n";
+    "                                (e.g. 127.0.0.1:9464; docs/metrics.md)\n"
+    "  --heartbeat-ivl-ms MS         ZeroMQ heartbeat to every worker connection every MS\n"
+    "                                (1000; 0 = off): a dead or half-open one is dropped\n"
+    "  --heartbeat-timeout-ms MS     ... when nothing is heard MS after a PING (5000)\n"
+    "  --tcp-keepalive-idle-s S      TCP keepalive after S idle seconds (10; 0 = off)\n"
+    "  --tcp-keepalive-intvl-s S     seconds between keepalive probes (2)\n"
+    "  --tcp-keepalive-cnt N         unanswered probes before the kernel drops it (3)\n"
+    "                                (docs/network.md)\n";
 
 static int
 need(int i, int argc, char **argv)
@@ -307,6 +314,21 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--clip-norm") == 0) {
             bad = sr_args_parse_f64(val, &o.optim.clip_norm) || !(o.optim.clip_norm >= 0);
             o.given |= SR_COORD_GIVEN_CLIP_NORM;
+        } else if (strcmp(a, "--heartbeat-ivl-ms") == 0) { /* issue 27: docs/network.md */
+            bad = sr_args_parse_i64(val, 0, 3600000, &v) || (v > 0 && v < 10);
+            o.heartbeat_ivl_ms = (int)v;
+        } else if (strcmp(a, "--heartbeat-timeout-ms") == 0) {
+            bad = sr_args_parse_i64(val, 100, 6553500, &v);
+            o.heartbeat_timeout_ms = (int)v;
+        } else if (strcmp(a, "--tcp-keepalive-idle-s") == 0) {
+            bad = sr_args_parse_i64(val, 0, 86400, &v);
+            o.tcp_keepalive_idle_s = (int)v;
+        } else if (strcmp(a, "--tcp-keepalive-intvl-s") == 0) {
+            bad = sr_args_parse_i64(val, 1, 3600, &v);
+            o.tcp_keepalive_intvl_s = (int)v;
+        } else if (strcmp(a, "--tcp-keepalive-cnt") == 0) {
+            bad = sr_args_parse_i64(val, 1, 100, &v);
+            o.tcp_keepalive_cnt = (int)v;
         } else if (strcmp(a, "--log-level") == 0) {
             int lvl;
             bad = sr_log_parse_level(val, &lvl) != SR_OK;

@@ -58,6 +58,14 @@ typedef struct {
     int64_t max_steps;        /* the job ends when the global step reaches it; 0: never */
     /* issue 26: metrics */
     const char *metrics_bind; /* "ADDR:PORT" of the Prometheus endpoint; NULL: none */
+    /* Issue 27: dead and half-open worker connections found in seconds
+     * (docs/network.md).  sr_coord_opts_default sets the defaults. */
+    int heartbeat_ivl_ms;      /* ZeroMQ PING every this often (1000; <= 0 = off) */
+    int heartbeat_timeout_ms;  /* no traffic this long after a PING: drop the connection (5000) */
+    int tcp_keepalive_idle_s;  /* TCP keepalive: idle seconds before the first probe (10;
+                                  <= 0 = off, the kernel's settings) */
+    int tcp_keepalive_intvl_s; /* seconds between probes (2) */
+    int tcp_keepalive_cnt;     /* unanswered probes before the kernel drops it (3) */
 } sr_coord_opts;
 
 /* The job's recipe: the options a store keeps from one start to the next

@@ -597,6 +597,31 @@ is_local_endpoint(const char *ep)
     return 0;
 }
 
+/* Heartbeats and TCP keepalive on the ROUTER (docs/network.md): a worker
+ * whose host died or whose link went is dropped in seconds rather than the
+ * kernel's minutes, and its replies stop queueing for a connection that
+ * will never drain.  The worker's client reconnects and resends. */
+static void
+set_net_opts(void *sock, const sr_coord_opts *o)
+{
+    if (o->heartbeat_ivl_ms > 0) {
+        /* Options made without sr_coord_opts_default: five intervals. */
+        int timeout =
+            o->heartbeat_timeout_ms > 0 ? o->heartbeat_timeout_ms : 5 * o->heartbeat_ivl_ms;
+        int ttl = timeout - timeout % 100; /* ZeroMQ sends it in tenths of seconds */
+        zmq_setsockopt(sock, ZMQ_HEARTBEAT_IVL, &o->heartbeat_ivl_ms, sizeof(int));
+        zmq_setsockopt(sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof(int));
+        zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof(ttl));
+    }
+    if (o->tcp_keepalive_idle_s > 0) {
+        int one = 1;
+        zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE, &one, sizeof(one));
+        zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_IDLE, &o->tcp_keepalive_idle_s, sizeof(int));
+        zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_INTVL, &o->tcp_keepalive_intvl_s, sizeof(int));
+        zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_CNT, &o->tcp_keepalive_cnt, sizeof(int));
+    }
+}
+
 sr_err
 sr__coord_open_socket(coord *c)
 {
@@ -611,6 +636,7 @@ sr__coord_open_socket(coord *c)
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm));
     zmq_setsockopt(c->sock, ZMQ_SNDHWM, &(int){SR_COORD_SNDHWM}, sizeof(int));
+    set_net_opts(c->sock, c->o);
     /* A frame may hold the largest variable plus its descriptor. */
     if (c->largest_var > 0 && (int64_t)c->largest_var + (1 << 20) > maxmsg) {
         maxmsg = (int64_t)c->largest_var + (1 << 20);
@@ -629,6 +655,14 @@ sr__coord_open_socket(coord *c)
                "binding %s without CURVE: anyone who can reach it can change the model "
                "(see --curve-secret-key-file, docs/security.md)",
                c->o->bind);
+        /* Issue 27: the same, loud, once more under the id operators grep
+         * for (docs/network.md): traffic off this host is readable and
+         * writable by anyone on the path. */
+        SR_LOG(SR_LOG_WARN, "COORD-INSECURE",
+               "*** endpoint=%s is not loopback and CURVE is off: the model and every "
+               "gradient cross the network in plaintext, unauthenticated; use "
+               "--curve-secret-key-file and --authorized-keys off-loopback ***",
+               c->o->bind);
     }
     if (zmq_bind(c->sock, c->o->bind) != 0) {
         return sr_fail(SR_EMSG, "bind %s: %s", c->o->bind, zmq_strerror(errno));
@@ -636,8 +670,12 @@ sr__coord_open_socket(coord *c)
     char   ep[256];
     size_t len = sizeof(ep);
     if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, ep, &len) == 0) {
-        SR_LOG(SR_LOG_NOTICE, "COORD-BIND", "endpoint=%s curve=%s max_message_bytes=%" PRId64, ep,
-               c->auth ? "on" : "off", maxmsg);
+        SR_LOG(SR_LOG_NOTICE, "COORD-BIND",
+               "endpoint=%s curve=%s max_message_bytes=%" PRId64
+               " heartbeat_ivl_ms=%d heartbeat_timeout_ms=%d tcp_keepalive_idle_s=%d",
+               ep, c->auth ? "on" : "off", maxmsg,
+               c->o->heartbeat_ivl_ms > 0 ? c->o->heartbeat_ivl_ms : 0, c->o->heartbeat_timeout_ms,
+               c->o->tcp_keepalive_idle_s > 0 ? c->o->tcp_keepalive_idle_s : 0);
     }
     return SR_OK;
 }
@@ -701,6 +739,11 @@ sr_coord_opts_default(sr_coord_opts *o)
     o->commit_interval_ms = 1;
     o->partition_bytes = 2u << 20;
     o->optim.step_gamma = 0.1; /* issue 25: torch's StepLR default */
+    o->heartbeat_ivl_ms = 1000;
+    o->heartbeat_timeout_ms = 5000;
+    o->tcp_keepalive_idle_s = 10;
+    o->tcp_keepalive_intvl_s = 2;
+    o->tcp_keepalive_cnt = 3;
 }
 
 void

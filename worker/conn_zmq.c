@@ -1,12 +1,13 @@
 /*
  * The connection's I/O seam over ZeroMQ: one DEALER socket to the
- * coordinator (reconnecting every 100 ms), and a monitor that tells the
+ * coordinator (reconnecting every 100 ms; heartbeats and TCP keepalive find
+ * a dead or half-open connection in seconds, docs/network.md), and a monitor that tells the
  * wait loop when the socket (re)connected, so what was in flight on the old
  * connection goes again at once.  The only worker/ file that makes sockets;
  * unit tests replace it with a fake peer (tests/unit/worker/).
  *
  * Functions: zio_send, zio_reconnected, zio_poll, zio_recv, zio_now_ms,
- * zio_sleep_ms, zio_close, sr__io_zmq_open.
+ * zio_sleep_ms, zio_close, net_opt, set_net_opts, sr__io_zmq_open.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,6 +16,18 @@
 
 #include "core/clock.h"
 #include "worker/client_int.h"
+
+/* The defaults of the network options (sr_client_options; docs/network.md):
+ * a dead coordinator is noticed within about 6 s, a link that returns is
+ * used within about 1 s. */
+enum {
+    SR__NET_HEARTBEAT_IVL_MS = 1000,
+    SR__NET_HEARTBEAT_TIMEOUT_MS = 5000,
+    SR__NET_CONNECT_TIMEOUT_MS = 2000,
+    SR__NET_KEEPALIVE_IDLE_S = 10,
+    SR__NET_KEEPALIVE_INTVL_S = 2,
+    SR__NET_KEEPALIVE_CNT = 3
+};
 
 typedef struct {
     void *ctx, *sock;
@@ -127,9 +140,93 @@ zio_close(void *arg)
     free(z);
 }
 
+/* One of the network options (docs/network.md): 0 means the environment's
+ * SYNCREP_<NAME> when set (how a Python program or a launcher sets them),
+ * else `def`; -1 means off (where `off_ok`); anything else in [lo, hi] is
+ * itself.  SR_EINVAL names the field or the variable otherwise. */
+static sr_err
+net_opt(const char *name, int given, int def, int lo, int hi, int off_ok, int *out)
+{
+    char        var[64], *end = NULL;
+    const char *from = name, *env;
+    size_t      n = snprintf(var, sizeof(var), "SYNCREP_%s", name);
+
+    for (size_t i = 8; i < n && i < sizeof(var); i++) {
+        var[i] = (char)(var[i] >= 'a' && var[i] <= 'z' ? var[i] - 'a' + 'A' : var[i]);
+    }
+    if (given == 0 && (env = getenv(var)) != NULL && *env != '\0') {
+        long v = strtol(env, &end, 10);
+        if (*end != '\0' || v < -1 || v > hi) {
+            return sr_fail(SR_EINVAL, "sr_client_open: %s=\"%s\" is not in %d..%d%s", var, env, lo,
+                           hi, off_ok ? " or -1 (off)" : "");
+        }
+        given = (int)v;
+        from = var;
+    }
+    if (given == 0) {
+        *out = def;
+    } else if (given == -1 && off_ok) {
+        *out = -1;
+    } else if (given < lo || given > hi) {
+        return sr_fail(SR_EINVAL,
+                       "sr_client_open: %s %d is out of range (%d..%d%s, 0 = default %d)", from,
+                       given, lo, hi, off_ok ? ", -1 = off" : "", def);
+    } else {
+        *out = given;
+    }
+    return SR_OK;
+}
+
+/* Heartbeats and TCP keepalive, so that a dead coordinator or a half-open
+ * connection (a link gone while the kernel still believes in the
+ * connection) is found in seconds: the DEALER drops the connection and
+ * makes it again, and the wait loop resends what was in flight (the
+ * CONNECTED event).  A connect attempt into a dead link is cut short too,
+ * or the kernel's SYN back-off would leave a returning link unused for up
+ * to half a minute. */
+static sr_err
+set_net_opts(void *sock, const sr_client_options *o)
+{
+    int    ivl, hb_timeout, conn_timeout, idle, intvl, cnt;
+    sr_err rc;
+
+    if ((rc = net_opt("heartbeat_ivl_ms", o->heartbeat_ivl_ms, SR__NET_HEARTBEAT_IVL_MS, 10,
+                      3600000, 1, &ivl)) != SR_OK ||
+        (rc = net_opt("heartbeat_timeout_ms", o->heartbeat_timeout_ms, SR__NET_HEARTBEAT_TIMEOUT_MS,
+                      10, 6553500, 0, &hb_timeout)) != SR_OK ||
+        (rc = net_opt("connect_timeout_ms", o->connect_timeout_ms, SR__NET_CONNECT_TIMEOUT_MS, 10,
+                      3600000, 1, &conn_timeout)) != SR_OK ||
+        (rc = net_opt("tcp_keepalive_idle_s", o->tcp_keepalive_idle_s, SR__NET_KEEPALIVE_IDLE_S, 1,
+                      86400, 1, &idle)) != SR_OK ||
+        (rc = net_opt("tcp_keepalive_intvl_s", o->tcp_keepalive_intvl_s, SR__NET_KEEPALIVE_INTVL_S,
+                      1, 3600, 0, &intvl)) != SR_OK ||
+        (rc = net_opt("tcp_keepalive_cnt", o->tcp_keepalive_cnt, SR__NET_KEEPALIVE_CNT, 1, 100, 0,
+                      &cnt)) != SR_OK) {
+        return rc;
+    }
+    if (ivl > 0) {
+        int ttl = hb_timeout - hb_timeout % 100; /* ZeroMQ sends it in tenths of seconds */
+        zmq_setsockopt(sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof(ivl));
+        zmq_setsockopt(sock, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof(hb_timeout));
+        zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof(ttl));
+    }
+    if (conn_timeout > 0) {
+        zmq_setsockopt(sock, ZMQ_CONNECT_TIMEOUT, &conn_timeout, sizeof(conn_timeout));
+    }
+    if (idle > 0) {
+        int one = 1;
+        zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE, &one, sizeof(one));
+        zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_IDLE, &idle, sizeof(idle));
+        zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_INTVL, &intvl, sizeof(intvl));
+        zmq_setsockopt(sock, ZMQ_TCP_KEEPALIVE_CNT, &cnt, sizeof(cnt));
+    }
+    return SR_OK;
+}
+
 /* A DEALER connected (asynchronously) to opts->endpoint, with CURVE when
- * the options carry keys (checked by the caller).  Errors: SR_ENOMEM,
- * SR_EMSG, SR_EINVAL (keys or endpoint refused); *io untouched. */
+ * the options carry keys (checked by the caller), heartbeats and TCP
+ * keepalive (set_net_opts).  Errors: SR_ENOMEM, SR_EMSG, SR_EINVAL (keys,
+ * network options or endpoint refused); *io untouched. */
 sr_err
 sr__io_zmq_open(sr__io *io, const sr_client_options *opts, uint64_t client_id)
 {
@@ -149,6 +246,9 @@ sr__io_zmq_open(sr__io *io, const sr_client_options *opts, uint64_t client_id)
     zmq_setsockopt(z->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
     zmq_setsockopt(z->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max));
     zmq_setsockopt(z->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof(sndtimeo));
+    if ((rc = set_net_opts(z->sock, opts)) != SR_OK) {
+        goto fail;
+    }
     if (opts->server_public_key != NULL &&
         (zmq_setsockopt(z->sock, ZMQ_CURVE_SERVERKEY, opts->server_public_key, 40) != 0 ||
          zmq_setsockopt(z->sock, ZMQ_CURVE_PUBLICKEY, opts->public_key, 40) != 0 ||

@@ -46,6 +46,19 @@ typedef struct {
     const char *server_public_key; /* Z85 CURVE keys; NULL = plaintext */
     const char *public_key;
     const char *secret_key;
+    /* Issue 27: finding a dead or half-open coordinator in seconds
+     * (docs/network.md).  0 = the default; -1 = off. */
+    int heartbeat_ivl_ms;      /* ZeroMQ PING every this often (default 1000) */
+    int heartbeat_timeout_ms;  /* no traffic this long after a PING: the connection is
+                                  dropped and made again, what was in flight resent
+                                  (default 5000; also the TTL the coordinator is given) */
+    int connect_timeout_ms;    /* a TCP connect attempt not answered this long is tried
+                                  again (default 2000), so a returning link is found at
+                                  once rather than after the kernel's SYN back-off */
+    int tcp_keepalive_idle_s;  /* TCP keepalive: idle seconds before the first probe
+                                  (default 10; -1 = the kernel's settings, keepalive off) */
+    int tcp_keepalive_intvl_s; /* seconds between probes (default 2) */
+    int tcp_keepalive_cnt;     /* unanswered probes before the kernel drops it (default 3) */
 } sr_client_options;
 
 /* Per-client counts of what the coordinator answered to this client's pushes

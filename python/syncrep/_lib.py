@@ -25,6 +25,15 @@ class Options(ctypes.Structure):
         ("server_public_key", ctypes.c_char_p),
         ("public_key", ctypes.c_char_p),
         ("secret_key", ctypes.c_char_p),
+        # Issue 27 (docs/network.md): heartbeats, connect timeout, TCP
+        # keepalive; 0 = the library's default.  They must be here even
+        # when unused: the library reads the whole C struct.
+        ("heartbeat_ivl_ms", ctypes.c_int),
+        ("heartbeat_timeout_ms", ctypes.c_int),
+        ("connect_timeout_ms", ctypes.c_int),
+        ("tcp_keepalive_idle_s", ctypes.c_int),
+        ("tcp_keepalive_intvl_s", ctypes.c_int),
+        ("tcp_keepalive_cnt", ctypes.c_int),
     ]
 
 
