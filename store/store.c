@@ -1316,6 +1316,13 @@ collect_tx(sr_store *st, const char *sql, const int64_t *binds, int nbinds, size
     return SR_OK;
 }
 
+sr_err
+sr__store_collect_tx(sr_store *st, const char *sql, const int64_t *binds, int nbinds, size_t size,
+                     void (*row)(sqlite3_stmt *s, void *rec), void **out, size_t *n)
+{
+    return collect_tx(st, sql, binds, nbinds, size, row, out, n);
+}
+
 static void
 worker_row(sqlite3_stmt *s, void *rec)
 {
