@@ -138,10 +138,12 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
     sr_strbuf_json_str(b, ck.last_error);
     sr_strbuf_printf(b,
                      "},\"commits\":{\"count\":%" PRIu64 ",\"mean_ms\":%.3f,\"max_ms\":%.3f"
-                     ",\"last_ms\":%.3f,\"failures\":%" PRIu64 "}}",
+                     ",\"last_ms\":%.3f,\"failures\":%" PRIu64 "}",
                      atomic_load(&c->commits), sr__coord_commit_mean_ms(c),
                      atomic_load(&c->commit_max_us) / 1000.0,
                      atomic_load(&c->commit_last_us) / 1000.0, atomic_load(&c->commit_failures));
+    sr__coord_members_json(c, b); /* issue 26 */
+    sr_strbuf_printf(b, "}");
 }
 
 /* At shutdown, after the last commit: how many store commits, their time. */
