@@ -57,9 +57,9 @@ typedef struct {
                                  changes --reconfigure applied; "" for none */
     int64_t max_steps;        /* the job ends when the global step reaches it; 0: never */
     /* issue 26: elastic. */
-    int         min_replicas; /* M: steps go on with R' = max(M, live) replicas when fewer
-                                 than R are live; 0 (default): R, never fewer */
-    const char *admin_keys;   /* with CURVE: the client public keys that may use ctl */
+    int min_replicas;       /* M: steps go on with R' = max(M, live) replicas when fewer
+                               than R are live; 0 (default): R, never fewer */
+    const char *admin_keys; /* with CURVE: the client public keys that may use ctl */
 } sr_coord_opts;
 
 /* The job's recipe: the options a store keeps from one start to the next

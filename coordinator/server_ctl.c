@@ -31,8 +31,9 @@ sr__coord_ctl_open(coord *c)
         return SR_OK;
     }
     if (c->auth == NULL) {
-        return sr_fail(SR_EINVAL, "--admin-keys %s needs CURVE (--curve-secret-key-file): "
-                                  "without it anyone who reaches the endpoint may use ctl",
+        return sr_fail(SR_EINVAL,
+                       "--admin-keys %s needs CURVE (--curve-secret-key-file): "
+                       "without it anyone who reaches the endpoint may use ctl",
                        c->o->admin_keys);
     }
     return sr__auth_load_admin_keys(c->auth, c->o->admin_keys);
@@ -214,8 +215,8 @@ sr__coord_handle_ctl(coord *c, req_ctx *r)
     if (!admitted(c, r)) {
         return;
     }
-    if (r->nbody != 1 || sr_wire_ctl_req_decode(zmq_msg_data(&r->body[0]),
-                                                zmq_msg_size(&r->body[0]), &q) != SR_OK) {
+    if (r->nbody != 1 ||
+        sr_wire_ctl_req_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]), &q) != SR_OK) {
         const char *why = r->nbody != 1 ? "CTL takes one body frame" : sr_errdetail();
         char        msg[256];
         snprintf(msg, sizeof(msg), "%s", why);

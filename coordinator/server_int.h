@@ -333,14 +333,14 @@ enum { HELD_ALONE, HELD_BEFORE_REPLY, HELD_ONE_MESSAGE };
 /* Everything of one commit.  With `copies`, the job owns copies of the
  * tensors, dirty maps and log, so the loop may go on changing its own. */
 typedef struct commit_job {
-    sr_store_commit   cm;
-    sr_store_tensor  *t;
-    sr_store_worker  *w;
-    sr_store_contrib *log;
-    void            **own; /* owned buffers, freed with the job */
-    size_t            nown;
-    vbuf            **held; /* values referenced instead of copied */
-    size_t            nheld;
+    sr_store_commit         cm;
+    sr_store_tensor        *t;
+    sr_store_worker        *w;
+    sr_store_contrib       *log;
+    void                  **own; /* owned buffers, freed with the job */
+    size_t                  nown;
+    vbuf                  **held; /* values referenced instead of copied */
+    size_t                  nheld;
     sr_store_step_replicas *rep; /* issue 26: the step_replicas rows, copied */
 } commit_job;
 

@@ -209,9 +209,8 @@ apply_pending(coord *c)
         c->el_opts.R = p->R;
     }
     if (p->has_N) {
-        SR_LOG(SR_LOG_NOTICE, "COORD-CTL-APPLIED",
-               "total_replicas=%d (was %d) from_step=%" PRId64, p->N, c->el_opts.N,
-               c->global_step);
+        SR_LOG(SR_LOG_NOTICE, "COORD-CTL-APPLIED", "total_replicas=%d (was %d) from_step=%" PRId64,
+               p->N, c->el_opts.N, c->global_step);
         c->el_opts.N = p->N;
     }
     if (p->has_M) {
@@ -245,8 +244,8 @@ sr__coord_members_step_applied(coord *c)
     int r = target_replicas(c);
     if (r != before) {
         SR_LOG(SR_LOG_NOTICE, "COORD-REPLICAS",
-               "replicas=%d (was %d) R=%d N=%d M=%d live=%d from_step=%" PRId64, r, before,
-               c->o->R, c->o->N, sr__coord_min_replicas(c), c->el_live, c->global_step);
+               "replicas=%d (was %d) R=%d N=%d M=%d live=%d from_step=%" PRId64, r, before, c->o->R,
+               c->o->N, sr__coord_min_replicas(c), c->el_live, c->global_step);
     }
     c->el_R = r;
     c->el_R_open = r;

@@ -173,8 +173,8 @@ apply_var(coord *c, cvar *v, int64_t t)
 
 /* The commit policy, after step g's apply (global_step is now g + 1):
  * every --checkpoint-every-steps k steps the step is committed, and its
- * max(N, R') tokens (R' the replicas in force, server_members.c) are released after the commit (--commit sync) or at once
- * while the writer commits a snapshot (--commit async: a crash may lose
+ * max(N, R') tokens (R' the replicas in force, server_members.c) are released after the commit
+ * (--commit sync) or at once while the writer commits a snapshot (--commit async: a crash may lose
  * this step, never an older committed one; docs/performance.md).  Other
  * steps release their tokens at once and go into the next commit. */
 static void
