@@ -10,5 +10,6 @@ int sr__cli_store(int argc, char **argv);
 int sr__cli_coordinator(int argc, char **argv);
 int sr__cli_status(int argc, char **argv);
 int sr__cli_keygen(int argc, char **argv);
+int sr__cli_ctl(int argc, char **argv); /* issue 26 */
 
 #endif

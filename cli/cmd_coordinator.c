@@ -99,7 +99,14 @@ static const char usage_text[] =
     "  --allow-new-variables         let the chief declare a variable the model lacks\n"
     "                                once it is ready (refused without it: a program\n"
     "                                declaring another model must not change this one)\n"
-    "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n";
+    "  --log-level LEVEL             err|warn|notice|info|debug (default info)\n"
+    "  --min-replicas M              elastic: when a worker has been gone for\n"
+    "                                --worker-timeout-ms and fewer than R are live, steps\n"
+    "                                go on with max(M, live) replicas, rising back at a\n"
+    "                                step boundary (default R: never fewer)\n"
+    "  --worker-timeout-ms MS        a worker not heard from this long has left (10000)\n"
+    "  --admin-keys FILE             CURVE: the client public keys that may use\n"
+    "                                `syncrep ctl` (none: nobody may)\n";
 
 static int
 need(int i, int argc, char **argv)
@@ -260,6 +267,14 @@ sr__cli_coordinator(int argc, char **argv)
             if (!bad) {
                 sr_log_set_level(lvl);
             }
+        } else if (strcmp(a, "--min-replicas") == 0) { /* issue 26 */
+            bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
+            o.min_replicas = (int)v;
+        } else if (strcmp(a, "--worker-timeout-ms") == 0) {
+            bad = sr_args_parse_i64(val, 100, 3600000, &v);
+            o.worker_timeout_ms = (int)v;
+        } else if (strcmp(a, "--admin-keys") == 0) {
+            o.admin_keys = val;
         } else {
             return sr_args_usage_error("coordinator", "unknown option '%s'", a);
         }
@@ -279,6 +294,15 @@ sr__cli_coordinator(int argc, char **argv)
     if ((o.curve_secret_key_file == NULL) != (o.authorized_keys == NULL)) {
         return sr_args_usage_error("coordinator", "--curve-secret-key-file and --authorized-keys "
                                                   "go together");
+    }
+    if (o.min_replicas > o.R) { /* issue 26 */
+        return sr_args_usage_error("coordinator",
+                                   "--min-replicas %d is above --replicas-to-aggregate %d",
+                                   o.min_replicas, o.R);
+    }
+    if (o.admin_keys != NULL && o.curve_secret_key_file == NULL) {
+        return sr_args_usage_error("coordinator", "--admin-keys needs CURVE "
+                                                  "(--curve-secret-key-file, --authorized-keys)");
     }
     int k = o.init_tokens >= 0 ? o.init_tokens : o.R;
     if (k < o.R - o.N) {
