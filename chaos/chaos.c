@@ -244,7 +244,7 @@ sr__chaos_main(int argc, char **argv)
     if (c->print_plan) {
         sr__chaos_plan_make(c);
         for (int i = 0; i < c->nplan; i++) {
-            const fault *f = &c->plan[i];
+            const fault             *f = &c->plan[i];
             static const char *const act[] = {"kill", "stop", "loss", "join", "ctl-resize"};
             printf("%8.3f %-11s task %-2d %-4s down %.3f resize %d resume %d\n", f->t,
                    sr__chaos_role_name[f->role], f->task, act[f->action], f->down_s, f->resize_to,

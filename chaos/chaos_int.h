@@ -97,15 +97,15 @@ typedef struct {
     char              liveness_detail[256];
     double            t0;
     /* issue 26: elastic (chaos.c options, chaos_plan.c, chaos_run.c). */
-    int    min_replicas;      /* --min-replicas for the coordinator; 0: not given (R) */
-    int    worker_timeout_ms; /* --worker-timeout-ms for the coordinator; 0: its default */
-    int    resize_runtime;    /* --resize-runtime: --resize acts through CTL, no restart */
-    int    elastic_targets[2]; /* --targets worker-loss, join */
-    int    losses, joins, leaves, ctl_resizes, ctl_failures;
-    int    loss_judged, loss_unjudged;
-    double loss_worst_s;       /* the longest wait for progress after a judged loss */
-    double loss_t;             /* the loss being judged: when (< 0: none) */
-    int64_t  loss_step;        /* the global step then */
+    int      min_replicas;       /* --min-replicas for the coordinator; 0: not given (R) */
+    int      worker_timeout_ms;  /* --worker-timeout-ms for the coordinator; 0: its default */
+    int      resize_runtime;     /* --resize-runtime: --resize acts through CTL, no restart */
+    int      elastic_targets[2]; /* --targets worker-loss, join */
+    int      losses, joins, leaves, ctl_resizes, ctl_failures;
+    int      loss_judged, loss_unjudged;
+    double   loss_worst_s; /* the longest wait for progress after a judged loss */
+    double   loss_t;       /* the loss being judged: when (< 0: none) */
+    int64_t  loss_step;    /* the global step then */
     uint64_t loss_inc;
     int      loss_failed;
     char     loss_detail[256];

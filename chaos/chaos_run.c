@@ -306,9 +306,9 @@ do_fault(chaos *c, const fault *f, double *up_at, pid_t **stopped, int64_t *resu
 static int
 send_ctl(chaos *c, int R, int N)
 {
-    void          *ctx = zmq_ctx_new(), *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
-    uint8_t        hb[SR_WIRE_HEADER_BYTES], body[SR_WIRE_CTL_REQ_BYTES];
-    sr_wire_header h;
+    void           *ctx = zmq_ctx_new(), *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    uint8_t         hb[SR_WIRE_HEADER_BYTES], body[SR_WIRE_CTL_REQ_BYTES];
+    sr_wire_header  h;
     sr_wire_ctl_req q = {SR_WIRE_CTL_SET_REPLICAS, SR_WIRE_CTL_R | SR_WIRE_CTL_N, R, N, 0, 0};
     int             zero = 0, rc = -1;
 
