@@ -758,7 +758,7 @@ emit_row_damage(void)
     emit_sql("bad-meta-no-format", M_RW, "DELETE FROM meta WHERE key = 'format'");
     emit_sql("bad-no-meta-table", M_RO, "DROP TABLE meta");
     emit_sql("bad-appid-pragma", M_RW, "PRAGMA application_id = 1");
-    emit_sql("bad-user-version-pragma-newer", M_RW, "PRAGMA user_version = 4");
+    emit_sql("bad-user-version-pragma-newer", M_RW, "PRAGMA user_version = 5"); /* schema + 1 */
     emit_sql("bad-user-version-pragma-negative", M_RW, "PRAGMA user_version = -7");
     emit_sql("bad-user-version-pragma-0", M_RO, "PRAGMA user_version = 0");
 
