@@ -958,8 +958,7 @@ static sr_err
 rewind_tx(sr_store *st, int64_t step)
 {
     static const char *const drop[] = {
-        "DELETE FROM checkpoint WHERE step > ?1",
-        "DELETE FROM chunk WHERE step > ?1",
+        "DELETE FROM checkpoint WHERE step > ?1", "DELETE FROM chunk WHERE step > ?1",
         "DELETE FROM tensor WHERE created_step > ?1",
         "DELETE FROM variable WHERE created_step > ?1",
         /* A log row's step is the step before its apply: rows >= S belong
