@@ -50,7 +50,9 @@ on_signal(int sig)
 static const char usage_text[] =
     "usage: syncrep chaos --workers N --replicas-to-aggregate R [--total-replicas M]\n"
     "                     --duration SECONDS --seed S [--kill-every SECONDS]\n"
-    "                     [--targets coordinator,chief,worker] [--resize 4,3,5]\n"
+    "                     [--targets coordinator,chief,worker,worker-loss,join]\n"
+    "                     [--resize 4,3,5] [--resize-runtime] [--min-replicas M]\n"
+    "                     [--worker-timeout-ms MS]\n"
     "                     [--checkpoint-every-steps K] [--commit sync|async]\n"
     "                     [--optimizer sgd|momentum|adam|adamw] [--partition-bytes B]\n"
     "                     [--weight-decay WD] [--nesterov] [--clip-norm C]\n"
@@ -68,7 +70,12 @@ static const char usage_text[] =
     "--partition-bytes B (e.g. 32) splits the model's variables into partitions.\n"
     "--wal-limit-kib K (e.g. 64) makes the store's WAL checkpoints run all the time.\n"
     "The recipe options are the coordinator's (docs/optimizers.md); --weight-decay\n"
-    "defaults to 0 here, adamw's included, and the replay uses exactly these.\n";
+    "defaults to 0 here, adamw's included, and the replay uses exactly these.\n"
+    "Elastic (issue 26): worker-loss kills a worker for several worker timeouts,\n"
+    "join starts a new task index; --resize-runtime resizes through `ctl` instead of\n"
+    "at coordinator restarts; --min-replicas M lets steps go on with max(M, live).\n"
+    "Then after each loss (the only fault in its window) the job must apply two\n"
+    "steps within the worker timeout + 1 s.\n";
 
 static int
 parse_list(const char *s, int *out, int max)
@@ -128,6 +135,10 @@ parse_args(chaos *c, int argc, char **argv)
             sr_coord_argv_parse_recipe(&c->optim, a, NULL);
             continue;
         }
+        if (strcmp(a, "--resize-runtime") == 0) { /* issue 26 */
+            c->resize_runtime = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             return sr_args_usage_error("chaos", "%s needs a value", a);
         }
@@ -173,13 +184,24 @@ parse_args(chaos *c, int argc, char **argv)
         } else if (strcmp(a, "--resize") == 0) {
             c->nresize = parse_list(val, c->resize, 16);
             bad = c->nresize <= 0;
+        } else if (strcmp(a, "--min-replicas") == 0) { /* issue 26 */
+            bad = sr_args_parse_i64(val, 1, MAX_WORKERS * 4, &v);
+            c->min_replicas = (int)v;
+        } else if (strcmp(a, "--worker-timeout-ms") == 0) {
+            bad = sr_args_parse_i64(val, 100, 3600000, &v);
+            c->worker_timeout_ms = (int)v;
         } else if (strcmp(a, "--targets") == 0) {
             have_targets = 1;
             memset(c->targets, 0, sizeof(c->targets));
+            memset(c->elastic_targets, 0, sizeof(c->elastic_targets));
             char buf[128];
             snprintf(buf, sizeof(buf), "%s", val);
             for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
                 int k;
+                if (strcmp(tok, "worker-loss") == 0 || strcmp(tok, "join") == 0) {
+                    c->elastic_targets[tok[0] == 'j'] = 1; /* issue 26 */
+                    continue;
+                }
                 for (k = 0; k < 3 && strcmp(tok, sr__chaos_role_name[k]) != 0; k++) {
                 }
                 if (k == 3) {
@@ -210,6 +232,13 @@ parse_args(chaos *c, int argc, char **argv)
     if (!have_targets) {
         c->targets[0] = c->targets[1] = c->targets[2] = 1;
     }
+    if (c->min_replicas > c->R) { /* issue 26 */
+        return sr_args_usage_error("chaos", "--min-replicas %d is above R %d", c->min_replicas,
+                                   c->R);
+    }
+    if ((c->elastic_targets[0] || c->elastic_targets[1]) && c->worker_timeout_ms == 0) {
+        c->worker_timeout_ms = 1000; /* a loss is noticed in a second, not ten */
+    }
     return 0;
 }
 
@@ -239,10 +268,11 @@ sr__chaos_main(int argc, char **argv)
     if (c->print_plan) {
         sr__chaos_plan_make(c);
         for (int i = 0; i < c->nplan; i++) {
-            const fault *f = &c->plan[i];
+            const fault             *f = &c->plan[i];
+            static const char *const act[] = {"kill", "stop", "loss", "join", "ctl-resize"};
             printf("%8.3f %-11s task %-2d %-4s down %.3f resize %d resume %d\n", f->t,
-                   sr__chaos_role_name[f->role], f->task, f->action == ACT_STOP ? "stop" : "kill",
-                   f->down_s, f->resize_to, f->resume);
+                   sr__chaos_role_name[f->role], f->task, act[f->action], f->down_s, f->resize_to,
+                   f->resume);
         }
         free(c);
         return 0;

@@ -46,6 +46,10 @@ typedef struct {
     int64_t          *min_restore; /* per incarnation i >= 1: the least step
                                       incarnation i may restore (the largest
                                       committed step observed before it), or -1 */
+    /* issue 26: elastic.  The replicas each step averaged over (table
+     * step_replicas), ascending by step; steps without a row took R. */
+    sr_store_step_replicas *rep;
+    size_t                  nrep;
 } sr_chaos_evidence;
 
 typedef struct {

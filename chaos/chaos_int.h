@@ -22,6 +22,12 @@
 enum { ROLE_COORD = 0, ROLE_CHIEF = 1, ROLE_WORKER = 2 };
 
 enum { ACT_KILL = 0, ACT_STOP = 1 };
+/* issue 26: elastic faults.  ACT_LOSS: a worker SIGKILLed and restarted only
+ * after a long stretch (several worker timeouts); ACT_JOIN: a new task index
+ * appears (role ROLE_WORKER); ACT_RESIZE: the job resized at runtime through
+ * CTL (role ROLE_COORD, resize_to), no process restarted. */
+enum { ACT_LOSS = 2, ACT_JOIN = 3, ACT_RESIZE = 4 };
+#define MAX_JOINED 8 /* task indexes a run's joins add at most beyond its size */
 
 /* A planned fault: drawn entirely from the seed, before anything runs. */
 typedef struct {
@@ -94,6 +100,19 @@ typedef struct {
      * and when (seconds from the start) */
     int    interrupted;
     double interrupted_t;
+    /* issue 26: elastic (chaos.c options, chaos_plan.c, chaos_run.c). */
+    int      min_replicas;       /* --min-replicas for the coordinator; 0: not given (R) */
+    int      worker_timeout_ms;  /* --worker-timeout-ms for the coordinator; 0: its default */
+    int      resize_runtime;     /* --resize-runtime: --resize acts through CTL, no restart */
+    int      elastic_targets[2]; /* --targets worker-loss, join */
+    int      losses, joins, leaves, ctl_resizes, ctl_failures;
+    int      loss_judged, loss_unjudged;
+    double   loss_worst_s; /* the longest wait for progress after a judged loss */
+    double   loss_t;       /* the loss being judged: when (< 0: none) */
+    int64_t  loss_step;    /* the global step then */
+    uint64_t loss_inc;
+    int      loss_failed;
+    char     loss_detail[256];
 } chaos;
 
 /* The role names reports print, by ROLE_*. */

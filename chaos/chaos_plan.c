@@ -27,19 +27,55 @@
 
 /* ---- the plan ----------------------------------------------------------- */
 
+/* issue 26: an elastic fault of kind f->role (3 loss, 4 join, 5 resize).  A
+ * loss lasts several worker timeouts (2 x timeout + 2..4 s), then the
+ * worker is restarted; a join's task index is the next free one at run
+ * time (chaos_run.c); a resize goes through ctl to the next --resize size. */
+static void
+plan_elastic(chaos *c, sr_chaos_rng *r, fault *f, int *size, int *rz)
+{
+    int kind = f->role;
+
+    if (kind == 3 && *size >= 2) {
+        f->role = ROLE_WORKER;
+        f->action = ACT_LOSS;
+        f->task = 1 + (int)(sr_chaos_rng_next(r) % (uint64_t)(*size - 1));
+        f->down_s = 2.0 * c->worker_timeout_ms / 1000.0 + 2.0 + 2.0 * sr_chaos_rng_unit(r);
+    } else if (kind == 5) {
+        f->role = ROLE_COORD;
+        f->action = ACT_RESIZE;
+        f->resize_to = c->resize[(*rz)++ % c->nresize];
+        *size = f->resize_to;
+    } else {
+        f->role = ROLE_WORKER;
+        f->action = ACT_JOIN;
+        f->task = -1; /* the next free task index, at run time */
+    }
+}
+
 void
 sr__chaos_plan_make(chaos *c)
 {
     sr_chaos_rng r;
     double       t = 0;
     int          ntargets = 0, size = c->workers, rz = 0, resumed = 0;
-    int          roles[3];
+    int          roles[6];
 
     sr_chaos_rng_seed(&r, c->seed);
     for (int i = 0; i < 3; i++) {
         if (c->targets[i]) {
             roles[ntargets++] = i;
         }
+    }
+    /* issue 26: the elastic faults are kinds 3 (worker-loss), 4 (join) and
+     * 5 (a resize through ctl); without them the draws are as before. */
+    for (int i = 0; i < 2; i++) {
+        if (c->elastic_targets[i]) {
+            roles[ntargets++] = 3 + i;
+        }
+    }
+    if (c->resize_runtime && c->nresize > 0) {
+        roles[ntargets++] = 5;
     }
     if (ntargets == 0 || c->kill_every <= 0) {
         return;
@@ -53,6 +89,10 @@ sr__chaos_plan_make(chaos *c)
         memset(f, 0, sizeof(*f));
         f->t = t;
         f->role = roles[sr_chaos_rng_next(&r) % (uint64_t)ntargets];
+        if (f->role >= 3) {
+            plan_elastic(c, &r, f, &size, &rz);
+            continue;
+        }
         if (f->role == ROLE_WORKER && size < 2) {
             f->role = ROLE_CHIEF; /* no other worker to hit */
         }
@@ -62,7 +102,7 @@ sr__chaos_plan_make(chaos *c)
         f->down_s = f->action == ACT_STOP ? 0.5 + 1.5 * sr_chaos_rng_unit(&r)
                                           : 0.1 + 0.9 * sr_chaos_rng_unit(&r);
         if (f->role == ROLE_COORD) {
-            if (c->nresize > 0) {
+            if (c->nresize > 0 && !c->resize_runtime) {
                 f->resize_to = c->resize[rz++ % c->nresize];
                 size = f->resize_to;
             }

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "chaos/chaos.h"
 #include "chaos/chaos_model.h"
@@ -82,6 +83,17 @@ start_coordinator(chaos *c, int64_t resume_step)
     }
     if (resume_step >= 0) {
         sr_coord_argv_opt(&a, "--resume-from-step", "%" PRId64, resume_step);
+    }
+    /* issue 26: elastic membership. */
+    if (c->min_replicas > 0) {
+        sr_coord_argv_opt(&a, "--min-replicas", "%d",
+                          c->min_replicas < c->curR ? c->min_replicas : c->curR);
+    }
+    if (c->worker_timeout_ms > 0) {
+        sr_coord_argv_opt(&a, "--worker-timeout-ms", "%d", c->worker_timeout_ms);
+    }
+    if (c->elastic_targets[1] || c->resize_runtime) {
+        sr_coord_argv_opt(&a, "--max-tasks", "%d", MAX_WORKERS);
     }
     c->coord =
         sr_coord_argv_get(&a) != NULL ? spawn(c, sr_coord_argv_get(&a), "coordinator.log") : -1;
@@ -235,9 +247,30 @@ expect_progress(chaos *c)
     }
 }
 
+static void ctl_resize(chaos *c, int n); /* issue 26, below */
+
 static void
 do_fault(chaos *c, const fault *f, double *up_at, pid_t **stopped, int64_t *resume_step)
 {
+    if (f->action == ACT_RESIZE) {
+        ctl_resize(c, f->resize_to);
+        return;
+    }
+    if (f->action == ACT_JOIN) {
+        if (c->nworkers < MAX_WORKERS && c->nworkers < c->workers + MAX_JOINED) {
+            start_worker(c, c->nworkers);
+            note(c, ROLE_WORKER, c->nworkers, "join");
+            c->nworkers++;
+            c->joins++;
+        } else if (c->nworkers > 1) {
+            /* At the cap: the newest task leaves (BYE), a later join brings it back. */
+            c->nworkers--;
+            stop_pid(&c->wpid[c->nworkers], 1500);
+            note(c, ROLE_WORKER, c->nworkers, "leave");
+            c->leaves++;
+        }
+        return;
+    }
     if (f->role == ROLE_COORD) {
         kill9(&c->coord);
         c->kills[ROLE_COORD]++;
@@ -255,12 +288,185 @@ do_fault(chaos *c, const fault *f, double *up_at, pid_t **stopped, int64_t *resu
         c->stops++;
         note(c, f->role, f->task, "stop");
         *stopped = p;
+    } else if (f->action == ACT_LOSS) {
+        kill9(p);
+        c->losses++;
+        note(c, f->role, f->task, "loss");
     } else {
         kill9(p);
         c->kills[f->role]++;
         note(c, f->role, f->task, "kill");
     }
     *up_at = now_s(c) + f->down_s;
+}
+
+/* ---- issue 26: elastic faults ------------------------------------------ */
+
+/* CTL set-replicas R, N (and M when the run has one) to the coordinator:
+ * 0 when it took the change (docs/protocol.md, "CTL (12)"). */
+static int
+send_ctl(chaos *c, int R, int N)
+{
+    void           *ctx = zmq_ctx_new(), *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    uint8_t         hb[SR_WIRE_HEADER_BYTES], body[SR_WIRE_CTL_REQ_BYTES];
+    sr_wire_header  h;
+    sr_wire_ctl_req q = {SR_WIRE_CTL_SET_REPLICAS, SR_WIRE_CTL_R | SR_WIRE_CTL_N, R, N, 0, 0};
+    int             zero = 0, rc = -1;
+
+    if (c->min_replicas > 0) {
+        q.fields |= SR_WIRE_CTL_M;
+        q.min_replicas = c->min_replicas < R ? c->min_replicas : R;
+    }
+    if (sock != NULL && zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero)) == 0 &&
+        zmq_connect(sock, c->endpoint) == 0) {
+        memset(&h, 0, sizeof(h));
+        h.type = SR_MSG_CTL;
+        h.request_id = 1;
+        h.task_index = -1;
+        sr_wire_header_encode(&h, hb);
+        sr_wire_ctl_req_encode(&q, body, sizeof(body));
+        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_send(sock, hb, sizeof(hb), ZMQ_SNDMORE) >= 0 &&
+            zmq_send(sock, body, sizeof(body), 0) >= 0 && zmq_poll(&it, 1, 3000) > 0) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, sock, 0) >= 0 &&
+                sr_wire_header_decode(zmq_msg_data(&m), zmq_msg_size(&m), &h) == SR_OK &&
+                h.status == SR_OK) {
+                rc = 0;
+            }
+            zmq_msg_close(&m);
+        }
+    }
+    if (sock != NULL) {
+        zmq_close(sock);
+    }
+    if (ctx != NULL) {
+        zmq_ctx_term(ctx);
+    }
+    return rc;
+}
+
+/* The coordinator's replicas_to_aggregate is r (polled for up to 10 s). */
+static int
+wait_replicas(chaos *c, int r)
+{
+    for (int i = 0; i < 200; i++) {
+        char   *json = NULL;
+        size_t  len;
+        int     status;
+        int64_t v = -1;
+        if (sr_status_client_ask(c->status, 200, &status, &json, &len) == SR_OK &&
+            status == SR_OK) {
+            sr__chaos_json_i64(json, "replicas_to_aggregate", &v);
+        }
+        free(json);
+        if (v == r) {
+            return 0;
+        }
+        sr_clock_sleep_ms(50);
+    }
+    return -1;
+}
+
+/* Resize to n workers through CTL, no restart: a grown job's workers start
+ * first; a shrunk one's extra workers stop only once the coordinator no
+ * longer needs their gradients (R in force lowered). */
+static void
+ctl_resize(chaos *c, int n)
+{
+    int backups = c->M - c->R;
+    int R = n - backups >= 1 ? n - backups : 1;
+
+    if (n < 1 || n == c->nworkers || c->coord <= 0) {
+        return;
+    }
+    for (int i = c->nworkers; i < n; i++) {
+        start_worker(c, i);
+    }
+    if (send_ctl(c, R, n) != 0 || wait_replicas(c, R) != 0) {
+        c->ctl_failures++;
+        note(c, ROLE_COORD, n, "ctl-fail");
+        return;
+    }
+    for (int i = n; i < c->nworkers; i++) {
+        stop_pid(&c->wpid[i], 1500);
+    }
+    c->ctl_resizes++;
+    note(c, ROLE_COORD, n, "ctl-resize");
+    c->nworkers = n;
+    c->curM = n;
+    c->curR = R;
+}
+
+/* Workers running and not stopped (a SIGSTOPped one is not counted). */
+static int
+workers_up(const chaos *c, pid_t *const *stopped, int nstopped)
+{
+    int n = 0;
+    for (int i = 0; i < c->nworkers; i++) {
+        int st = 0;
+        for (int k = 0; k < nstopped; k++) {
+            st |= stopped[k] == &c->wpid[i];
+        }
+        n += c->wpid[i] > 0 && !st;
+    }
+    return n;
+}
+
+/* A loss to judge: the job must apply two steps within the worker timeout
+ * + 1 s (the one in progress may have had the dead worker's gradient; the
+ * next one cannot wait for it longer than the timeout). */
+static void
+judge_loss_start(chaos *c, int up)
+{
+    int m = c->min_replicas > 0 && c->min_replicas < c->curR ? c->min_replicas : c->curR;
+
+    if (c->loss_t >= 0) {
+        c->loss_unjudged++; /* another fault in its window: not judged */
+        c->loss_t = -1;
+    }
+    if (up < m) {
+        c->loss_unjudged++; /* fewer than M left: the job must wait */
+        return;
+    }
+    if (poll_status(c) != 0) {
+        c->loss_unjudged++; /* the step at the kill is not known */
+        return;
+    }
+    c->loss_t = now_s(c);
+    c->loss_step = c->gstep;
+    c->loss_inc = c->inc;
+}
+
+static void
+judge_loss_poll(chaos *c)
+{
+    double bound = (c->worker_timeout_ms > 0 ? c->worker_timeout_ms : 10000) / 1000.0 + 1.0;
+    double waited = now_s(c) - c->loss_t;
+
+    if (c->loss_t < 0) {
+        return;
+    }
+    if (c->inc != c->loss_inc) {
+        c->loss_unjudged++;
+        c->loss_t = -1;
+    } else if (c->gstep >= c->loss_step + 2) {
+        c->loss_judged++;
+        if (waited > c->loss_worst_s) {
+            c->loss_worst_s = waited;
+        }
+        c->loss_t = -1;
+    } else if (waited > bound) {
+        c->loss_judged++;
+        if (!c->loss_failed) {
+            c->loss_failed = 1;
+            snprintf(c->loss_detail, sizeof(c->loss_detail),
+                     "after the loss at %.1fs (step %" PRId64 ") no two steps within %.1f s",
+                     c->loss_t, c->loss_step, bound);
+        }
+        c->loss_t = -1;
+    }
 }
 
 static void
@@ -302,6 +508,7 @@ sr__chaos_run(chaos *c)
     c->curM = c->M;
     c->nworkers = c->workers;
     c->coord_restart_t = -1;
+    c->loss_t = -1;
     start_coordinator(c, -1);
     for (int i = 0; i < c->workers; i++) {
         start_worker(c, i);
@@ -317,7 +524,22 @@ sr__chaos_run(chaos *c)
             if (f->role == ROLE_COORD && c->coord <= 0) {
                 continue; /* already down */
             }
+            int was_loss = f->action == ACT_LOSS && f->task < c->nworkers && c->wpid[f->task] > 0;
+            if (c->loss_t >= 0) {
+                c->loss_unjudged++; /* another fault in a loss's window */
+                c->loss_t = -1;
+            }
             do_fault(c, f, &at, &stopped, &resume);
+            if (was_loss) {
+                pid_t *st[MAX_EVENTS];
+                int    ns = 0;
+                for (int k = 0; k < nup; k++) {
+                    if (up[k].is_cont) {
+                        st[ns++] = up[k].pid;
+                    }
+                }
+                judge_loss_start(c, workers_up(c, st, ns));
+            }
             if (at > 0 && nup < MAX_EVENTS) {
                 pending_up *u = &up[nup++];
                 u->role = f->role;
@@ -380,6 +602,7 @@ sr__chaos_run(chaos *c)
                 }
                 c->coord_restart_t = -1;
             }
+            judge_loss_poll(c); /* issue 26 */
             /* Liveness: a step applied since each restart. */
             for (int i = 0; i < c->npending; i++) {
                 int progressed = c->inc == c->pending_live_inc[i]
@@ -413,6 +636,24 @@ sr__chaos_run(chaos *c)
         snprintf(c->liveness_detail, sizeof(c->liveness_detail),
                  "%d restart(s) not followed by progress; the first at %.1fs (step %" PRId64 ")",
                  c->npending, c->pending_live_t[0], c->pending_live_step[0]);
+    }
+    if (c->loss_failed && !c->liveness_failed) { /* issue 26 */
+        c->liveness_failed = 1;
+        snprintf(c->liveness_detail, sizeof(c->liveness_detail), "%s", c->loss_detail);
+    }
+    if (c->losses + c->joins + c->leaves + c->ctl_resizes > 0) {
+        fprintf(stderr,
+                "[chaos] elastic: %d worker losses (%d judged, %d with another fault in the "
+                "window or fewer than M left), %d joins, %d leaves, %d ctl resizes (%d failed); "
+                "longest wait for two steps after a judged loss %.2f s (bound: the worker "
+                "timeout + 1 s)\n",
+                c->losses, c->loss_judged, c->loss_unjudged, c->joins, c->leaves, c->ctl_resizes,
+                c->ctl_failures, c->loss_worst_s);
+    }
+    if (c->ctl_failures > 0 && !c->liveness_failed) {
+        c->liveness_failed = 1;
+        snprintf(c->liveness_detail, sizeof(c->liveness_detail),
+                 "%d resize(s) through ctl were refused or not applied", c->ctl_failures);
     }
     if (c->nrecovery == 0 && c->restarts[ROLE_COORD] > 0) {
         c->liveness_failed = 1;

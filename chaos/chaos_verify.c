@@ -13,7 +13,11 @@
  *                    applied in
  *   exactly_r        every variable (every partition of a partitioned one)
  *                    got exactly R contributions at every step, R and the
- *                    partitions as in force in the incarnation that applied it
+ *                    partitions as in force in the incarnation that applied it;
+ *                    with elastic membership (issue 26) R is the step's
+ *                    recorded R' (step_replicas: an accumulator taken before
+ *                    R' was lowered during the step took up to the R' it
+ *                    opened with), and never fewer than the step's M
  *   distinct_tasks   R replicas are R tasks: in every such accumulator no task
  *                    contributed more than ceil(R / N) gradients (with N >= R:
  *                    the R task indexes are distinct), R and N as in force in
@@ -60,6 +64,7 @@ sr_chaos_evidence_free(sr_chaos_evidence *e)
         return;
     }
     free(e->log);
+    free(e->rep); /* issue 26 */
     for (int v = 0; v < 8; v++) {
         free(e->value[v]);
         for (int s = 0; s < 3; s++) {
@@ -109,7 +114,9 @@ sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim, sr_c
         (rc = sr_store_list_vars(st, &vars, &nvars)) != SR_OK ||
         (rc = sr_store_read_log(st, 0, info.global_step, &out->log, &out->nlog)) != SR_OK ||
         (rc = sr_store_list_incarnations(st, &incs, &nincs)) != SR_OK ||
-        (rc = sr_store_list_rewinds(st, &rw, &nrw)) != SR_OK) {
+        (rc = sr_store_list_rewinds(st, &rw, &nrw)) != SR_OK ||
+        (rc = sr_store_read_step_replicas(st, 0, info.global_step, &out->rep, &out->nrep)) !=
+            SR_OK) { /* issue 26 */
         goto out;
     }
     out->global_step = info.global_step;
@@ -218,15 +225,44 @@ set(sr_chaos_check *c, int which, int passed)
     }
 }
 
+/* issue 26: the recorded replicas of step s, or NULL (the step took R). */
+static const sr_store_step_replicas *
+rep_for_step(const sr_chaos_evidence *e, int64_t s, size_t *at)
+{
+    while (*at < e->nrep && e->rep[*at].step < s) {
+        (*at)++;
+    }
+    return *at < e->nrep && e->rep[*at].step == s ? &e->rep[*at] : NULL;
+}
+
+/* issue 26: count contributions against the step's recorded R' (and M):
+ * 1 if they fit; else the reason in why. */
+static int
+fits_replicas(const sr_store_step_replicas *r, int count, char *why, size_t cap)
+{
+    if (count < r->min_replicas) {
+        snprintf(why, cap, "%d contributions, fewer than the step's min replicas %d", count,
+                 r->min_replicas);
+        return 0;
+    }
+    if (count == r->replicas || (count > r->replicas && count <= r->replicas_open)) {
+        return 1;
+    }
+    snprintf(why, cap, "%d contributions, the step's recorded R' %d (opened at %d)", count,
+             r->replicas, r->replicas_open);
+    return 0;
+}
+
 static void
 check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_check *exact)
 {
-    size_t i = 0;
+    size_t i = 0, at_rep = 0;
 
     set(strict, SR_CHAOS_STRICTNESS, 1);
     set(exact, SR_CHAOS_EXACTLY_R, 1);
     for (int64_t s = 0; s < e->global_step; s++) {
-        const sr_chaos_inc *inc = inc_for_step(e, s);
+        const sr_chaos_inc           *inc = inc_for_step(e, s);
+        const sr_store_step_replicas *rr = rep_for_step(e, s, &at_rep);
         for (int v = 0; v < SR_CHAOS_NVARS; v++) {
             layout l = var_layout(&sr_chaos_vars()[v], inc ? inc->partition_bytes : 0);
             int    total = 0, in_parts = 0;
@@ -240,8 +276,16 @@ check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_
                     count += e->log[k].var_id == e->var_id[v] && e->log[k].part == e0;
                 }
                 in_parts += count;
-                int want = inc ? inc->R : -1;
-                if (count != want && exact->passed) {
+                int  want = inc ? inc->R : -1;
+                char why[160];
+                if (rr != NULL) {
+                    if (!fits_replicas(rr, count, why, sizeof(why)) && exact->passed) {
+                        exact->passed = 0;
+                        snprintf(exact->detail, sizeof(exact->detail),
+                                 "step %" PRId64 " variable %s partition at %" PRId64 ": %s", s,
+                                 sr_chaos_vars()[v].name, e0, why);
+                    }
+                } else if (count != want && exact->passed) {
                     exact->passed = 0;
                     snprintf(exact->detail, sizeof(exact->detail),
                              "step %" PRId64 " variable %s partition at %" PRId64

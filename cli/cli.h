@@ -12,6 +12,7 @@ int sr__cli_store(int argc, char **argv);
 int sr__cli_coordinator(int argc, char **argv);
 int sr__cli_status(int argc, char **argv);
 int sr__cli_keygen(int argc, char **argv);
+int sr__cli_ctl(int argc, char **argv); /* issue 26 */
 
 /* Issue 22: --bind ENDPOINT checked before the coordinator opens anything
  * (cli/cli_bind.c): its form, and for tcp:// a trial bind.  0 when it can

@@ -127,7 +127,14 @@ static const char usage_text[] =
     "  --tcp-keepalive-idle-s S      TCP keepalive after S idle seconds (10; 0 = off)\n"
     "  --tcp-keepalive-intvl-s S     seconds between keepalive probes (2)\n"
     "  --tcp-keepalive-cnt N         unanswered probes before the kernel drops it (3)\n"
-    "                                (docs/network.md)\n";
+    "                                (docs/network.md)\n"
+    "  --min-replicas M              elastic: when a worker has been gone for\n"
+    "                                --worker-timeout-ms and fewer than R are live, steps\n"
+    "                                go on with max(M, live) replicas, rising back at a\n"
+    "                                step boundary (default R: never fewer)\n"
+    "  --worker-timeout-ms MS        a worker not heard from this long has left (10000)\n"
+    "  --admin-keys FILE             CURVE: the client public keys that may use\n"
+    "                                `syncrep ctl` (none: nobody may)\n";
 
 static int
 need(int i, int argc, char **argv)
@@ -337,6 +344,14 @@ sr__cli_coordinator(int argc, char **argv)
             }
         } else if (strcmp(a, "--metrics-bind") == 0) { /* issue 26 */
             o.metrics_bind = val;
+        } else if (strcmp(a, "--min-replicas") == 0) { /* issue 26 */
+            bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
+            o.min_replicas = (int)v;
+        } else if (strcmp(a, "--worker-timeout-ms") == 0) {
+            bad = sr_args_parse_i64(val, 100, 3600000, &v);
+            o.worker_timeout_ms = (int)v;
+        } else if (strcmp(a, "--admin-keys") == 0) {
+            o.admin_keys = val;
         } else {
             return sr_args_usage_error("coordinator", "unknown option '%s'", a);
         }
@@ -361,6 +376,15 @@ sr__cli_coordinator(int argc, char **argv)
     char why[512];
     if (sr__cli_check_bind(o.bind, why, sizeof(why)) != 0) {
         return sr_args_usage_error("coordinator", "%s", why);
+    }
+    if (o.min_replicas > o.R) { /* issue 26 */
+        return sr_args_usage_error("coordinator",
+                                   "--min-replicas %d is above --replicas-to-aggregate %d",
+                                   o.min_replicas, o.R);
+    }
+    if (o.admin_keys != NULL && o.curve_secret_key_file == NULL) {
+        return sr_args_usage_error("coordinator", "--admin-keys needs CURVE "
+                                                  "(--curve-secret-key-file, --authorized-keys)");
     }
     int k = o.init_tokens >= 0 ? o.init_tokens : o.R;
     if (k < o.R - o.N) {

@@ -20,6 +20,7 @@ static const struct {
     {"status", sr__cli_status, "ask a running coordinator for its state"},
     {"keygen", sr__cli_keygen, "write a CURVE key pair (OUT.public, OUT.secret)"},
     {"store", sr__cli_store, "inspect, verify, export, drop-variable or vacuum a store"},
+    {"ctl", sr__cli_ctl, "change a running job at its next step (set-replicas, set)"},
 };
 
 static void

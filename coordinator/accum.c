@@ -28,6 +28,7 @@ sr__accum_init(sr_accum *a, int dtype, uint64_t elems, uint64_t nrows, int R, in
     a->nrows = nrows;
     a->row_elems = elems / nrows;
     a->R = R;
+    a->cap = R;
     a->step = step;
     if ((a->contrib = calloc((size_t)R, sizeof(*a->contrib))) == NULL) {
         return sr_fail(SR_ENOMEM, "accumulator: %d contributions", R);
@@ -48,7 +49,7 @@ sr__accum_destroy(sr_accum *a)
     free(a->touched);
     free(a->contrib);
     free(a->order);
-    for (int i = 0; a->kept != NULL && i < a->R; i++) {
+    for (int i = 0; a->kept != NULL && i < a->cap; i++) {
         free(a->kept[i].data);
         free(a->kept[i].idx);
     }
@@ -79,6 +80,17 @@ ensure_sum(sr_accum *a)
 
 static void sum_kept(sr_accum *a);
 
+/* The take: later pushes for this step are stale from now on. */
+static void
+take(sr_accum *a)
+{
+    if (a->deterministic) {
+        sum_kept(a);
+    }
+    a->taken = 1;
+    a->step++;
+}
+
 static void
 record(sr_accum *a, int64_t local_step, int32_t task, int absent)
 {
@@ -87,13 +99,8 @@ record(sr_accum *a, int64_t local_step, int32_t task, int absent)
     a->contrib[a->count].local_step = local_step;
     a->nabsent += absent;
     a->count++;
-    if (a->count == a->R) {
-        /* The take: later pushes for this step are stale from now on. */
-        if (a->deterministic) {
-            sum_kept(a);
-        }
-        a->taken = 1;
-        a->step++;
+    if (a->count >= a->R) {
+        take(a);
     }
 }
 
@@ -122,8 +129,8 @@ kept_reserve(sr_accum *a, size_t bytes, uint64_t idx_n)
     sr_kept *k;
 
     if (a->kept == NULL) {
-        a->kept = calloc((size_t)a->R, sizeof(*a->kept));
-        a->keys = calloc((size_t)a->R, sizeof(*a->keys));
+        a->kept = calloc((size_t)a->cap, sizeof(*a->kept));
+        a->keys = calloc((size_t)a->cap, sizeof(*a->keys));
         if (a->kept == NULL || a->keys == NULL) {
             free(a->kept);
             free(a->keys);
@@ -360,12 +367,13 @@ sum_kept(sr_accum *a)
 {
     sr_contrib_key *keys = a->keys;
 
-    for (int i = 0; i < a->R; i++) {
+    /* count == R, or more when R was lowered during the step (sr__accum_set_replicas). */
+    for (int i = 0; i < a->count; i++) {
         keys[i] = (sr_contrib_key){a->contrib[i].local_step, a->contrib[i].task_index, i,
                                    a->contrib[i].absent};
     }
-    qsort(keys, (size_t)a->R, sizeof(*keys), cmp_key);
-    for (int i = 0, present = 0; i < a->R; i++) {
+    qsort(keys, (size_t)a->count, sizeof(*keys), cmp_key);
+    for (int i = 0, present = 0; i < a->count; i++) {
         const sr_kept *k = &a->kept[keys[i].pos];
         int            absent = keys[i].absent;
         if (absent || a->mode == SR_ACC_NONE) {
@@ -424,6 +432,54 @@ sr__accum_would_accept(const sr_accum *a, int64_t local_step, int32_t task, int 
         return 0;
     }
     return a->mode == SR_ACC_NONE || a->mode == mode ? 1 : -1;
+}
+
+/* Room for r entries in contrib (and kept, keys once used); new ones zeroed. */
+static sr_err
+grow_room(sr_accum *a, int r)
+{
+    sr_contrib *c = realloc(a->contrib, (size_t)r * sizeof(*c));
+    if (c == NULL) {
+        return sr_fail(SR_ENOMEM, "accumulator: %d contributions", r);
+    }
+    a->contrib = c;
+    memset(c + a->cap, 0, (size_t)(r - a->cap) * sizeof(*c));
+    if (a->kept != NULL) {
+        sr_kept        *k = realloc(a->kept, (size_t)r * sizeof(*k));
+        sr_contrib_key *y;
+        if (k == NULL) {
+            return sr_fail(SR_ENOMEM, "accumulator: %d kept gradients", r);
+        }
+        a->kept = k;
+        memset(k + a->cap, 0, (size_t)(r - a->cap) * sizeof(*k));
+        if ((y = realloc(a->keys, (size_t)r * sizeof(*y))) == NULL) {
+            /* kept has grown, the cap not yet: its new entries are never read. */
+            return sr_fail(SR_ENOMEM, "accumulator: %d sort keys", r);
+        }
+        a->keys = y;
+    }
+    a->cap = r;
+    return SR_OK;
+}
+
+sr_err
+sr__accum_set_replicas(sr_accum *a, int r, int *took)
+{
+    sr_err rc;
+
+    if (r < 1) {
+        return sr_fail(SR_EINVAL, "accumulator: %d replicas to aggregate (at least 1)", r);
+    }
+    if (r > a->cap && (rc = grow_room(a, r)) != SR_OK) {
+        return rc;
+    }
+    a->R = r;
+    *took = 0;
+    if (!a->taken && a->count > 0 && a->count >= r) {
+        take(a);
+        *took = 1;
+    }
+    return SR_OK;
 }
 
 void

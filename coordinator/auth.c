@@ -33,6 +33,9 @@ struct sr_auth {
         uint64_t suppressed;
     } seen[LOG_SLOTS]; /* rate limit of refusal lines */
     uint64_t refused;
+    /* issue 26: elastic.  The keys that may use CTL, binary. */
+    uint8_t (*admin)[32];
+    size_t nadmin;
 };
 
 /* Read the first non-comment line of a key file: 40 Z85 characters. */
@@ -212,6 +215,7 @@ sr__auth_close(sr_auth *a)
     if (a->mon != NULL) {
         zmq_close(a->mon);
     }
+    free(a->admin); /* issue 26 */
     free(a);
 }
 
@@ -356,4 +360,53 @@ sr__auth_handle(sr_auth *a)
             monitor_one(a);
         }
     }
+}
+
+/* ---- issue 26: elastic ------------------------------------------------- */
+
+sr_err
+sr__auth_load_admin_keys(sr_auth *a, const char *path)
+{
+    FILE  *f = fopen(path, "r");
+    char   z85[41];
+    int    found;
+    sr_err rc = SR_OK;
+
+    if (f == NULL) {
+        return sr_fail(SR_ENOENT, "admin keys %s: %s", path, strerror(errno));
+    }
+    free(a->admin);
+    a->nadmin = 0;
+    if ((a->admin = calloc(MAX_KEYS, sizeof(*a->admin))) == NULL) {
+        fclose(f);
+        return sr_fail(SR_ENOMEM, "admin keys %s", path);
+    }
+    while ((rc = read_key_line(f, path, z85, &found)) == SR_OK && found) {
+        if (a->nadmin == MAX_KEYS) {
+            rc = sr_fail(SR_EINVAL, "%s: more than %d keys", path, MAX_KEYS);
+            break;
+        }
+        zmq_z85_decode(a->admin[a->nadmin++], z85);
+    }
+    fclose(f);
+    if (rc == SR_OK && a->nadmin == 0) {
+        rc = sr_fail(SR_EINVAL, "%s: no keys (nobody could use ctl)", path);
+    }
+    return rc;
+}
+
+int
+sr__auth_is_admin(const sr_auth *a, const char *z85)
+{
+    uint8_t key[32];
+
+    if (a == NULL || z85 == NULL || strlen(z85) != 40 || zmq_z85_decode(key, z85) == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < a->nadmin; i++) {
+        if (memcmp(a->admin[i], key, 32) == 0) {
+            return 1;
+        }
+    }
+    return 0;
 }

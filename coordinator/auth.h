@@ -25,4 +25,13 @@ void sr__auth_handle(sr_auth *a);
 /* The first key (40 Z85 characters) of a key file, NUL-terminated. */
 sr_err sr__auth_read_key_file(const char *path, char out[41]);
 
+/* issue 26: elastic.  The keys that may use CTL (--admin-keys: one Z85 key
+ * a line, '#' comments, like the authorized keys; an admin key must also
+ * be authorized to connect at all).  Errors: SR_ENOENT, SR_EINVAL (a
+ * malformed key, no keys, more than the table holds). */
+sr_err sr__auth_load_admin_keys(sr_auth *a, const char *path);
+/* 1 if `z85` (a message's "User-Id" property: the client's public key) is
+ * an admin key. */
+int sr__auth_is_admin(const sr_auth *a, const char *z85);
+
 #endif

@@ -93,6 +93,9 @@ typedef struct sr_accum {
     /* Scratch for sorting sparse pushes; grows, never shrinks. */
     uint64_t *order;
     size_t    order_cap;
+    /* issue 26: elastic.  Entries of contrib, kept and keys (>= R): R
+     * changes with sr__accum_set_replicas. */
+    int cap;
 } sr_accum;
 
 typedef enum {
@@ -150,6 +153,14 @@ int sr__accum_divisor(const sr_accum *a);
  * accumulators check them all before changing any. */
 int sr__accum_would_accept(const sr_accum *a, int64_t local_step, int32_t task, int mode,
                            int *over_share);
+
+/* issue 26: elastic.  Take from now on at r gradients (r >= 1; R' of
+ * docs/architecture.md, "Elastic membership"): the room for them grows when
+ * r is above what the accumulator has had.  Lowered while OPEN to r <= the
+ * gradients it has (at least one), it is taken at once with all of them
+ * (*took = 1; the divisor stays the present gradients, sr__accum_divisor);
+ * else *took = 0.  SR_EINVAL for r < 1, SR_ENOMEM; nothing changes then. */
+sr_err sr__accum_set_replicas(sr_accum *a, int r, int *took);
 
 /* Back to OPEN after the apply: zero the used part of the sums. */
 void sr__accum_reset(sr_accum *a);

@@ -66,6 +66,10 @@ typedef struct {
                                   <= 0 = off, the kernel's settings) */
     int tcp_keepalive_intvl_s; /* seconds between probes (2) */
     int tcp_keepalive_cnt;     /* unanswered probes before the kernel drops it (3) */
+    /* issue 26: elastic. */
+    int min_replicas;       /* M: steps go on with R' = max(M, live) replicas when fewer
+                               than R are live; 0 (default): R, never fewer */
+    const char *admin_keys; /* with CURVE: the client public keys that may use ctl */
 } sr_coord_opts;
 
 /* The job's recipe: the options a store keeps from one start to the next

@@ -92,6 +92,10 @@ dispatch_one(coord *c, zmq_msg_t *rid, const sr_wire_header *h, zmq_msg_t *body,
         sr__coord_handle_status(c, &r); /* operators' tools are not workers */
         return;
     }
+    if (type == SR_MSG_CTL) {
+        sr__coord_handle_ctl(c, &r); /* issue 26: nor is `syncrep ctl` */
+        return;
+    }
     if (sr__coord_admit(c, &r) != 0) {
         return;
     }
@@ -256,6 +260,7 @@ periodic(coord *c)
                    cl->client_id, c->o->worker_timeout_ms);
         }
     }
+    sr__coord_members_tick(c); /* issue 26: membership, R' */
     check_shared_tasks(c, now);
     sr__coord_reclaim_gone(c, RECLAIM_AFTER_MS);
     sr__coord_metrics_publish(c, 0); /* issue 26: at most every 100 ms */

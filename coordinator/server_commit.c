@@ -39,6 +39,7 @@ sr__coord_job_free(commit_job *j)
     free(j->t);
     free(j->w);
     free(j->log);
+    free(j->rep); /* issue 26 */
     free(j);
 }
 
@@ -129,6 +130,10 @@ sr__coord_build_job(coord *c, int copies, commit_job **out)
     j->cm.nworkers = c->nworkers;
     j->cm.log = j->log;
     j->cm.nlog = c->nlog;
+    if (sr__coord_members_job(c, j) != SR_OK) { /* issue 26: step_replicas */
+        sr__coord_job_free(j);
+        return SR_ENOMEM;
+    }
     *out = j;
     return SR_OK;
 }
@@ -138,6 +143,7 @@ static void
 mark_clean(coord *c)
 {
     c->nlog = 0;
+    sr__coord_members_committed(c); /* issue 26 */
     for (size_t i = 0; i < c->nvars; i++) {
         if (c->vars[i].dirty_any) {
             memset(c->vars[i].dirty, 0, c->vars[i].nchunks ? c->vars[i].nchunks : 1);

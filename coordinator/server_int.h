@@ -153,7 +153,23 @@ typedef struct worker {
     int64_t last_seen_wall_ms;
     /* The counts of its clients reclaimed so far (reclaim_client). */
     uint64_t accepted, stale, duplicate, errors, chained, over_share;
+    /* issue 26: elastic.  The membership table (server_members.c): live
+     * while a client of the task is not gone (heard from within
+     * --worker-timeout-ms, no BYE); when it last became live and left. */
+    int     live;
+    int64_t joined_wall_ms; /* wall clock, ms; 0: never live in this incarnation */
+    int64_t left_wall_ms;   /* wall clock, ms; 0: has not left */
 } worker;
+
+/* issue 26: elastic.  The changes `syncrep ctl` asked for, applied at the
+ * next step boundary (server_ctl.c, server_members.c). */
+typedef struct el_ctl {
+    int    has_R, R;
+    int    has_N, N;
+    int    has_M, M;
+    int    has_lr;
+    double lr;
+} el_ctl;
 
 /* ---- the lifecycle (one coordinator process = one incarnation) ---------
  *
@@ -327,6 +343,21 @@ typedef struct coord {
     int64_t          m_apply_ns[256];         /* monotonic times of the last applies (a ring) */
     size_t           m_napply;                /* applies so far; the newest at (m_napply-1)%256 */
     int64_t          m_start_ns;              /* monotonic, when the metrics were opened */
+    /* issue 26: elastic (server_members.c, server_ctl.c).  c->o points at
+     * el_opts, the options in force: ctl changes R, N, M and the learning
+     * rate there at a step boundary; el_base keeps the options it started
+     * with (a stored change is kept across a restart while they agree). */
+    sr_coord_opts           el_opts;
+    sr_coord_opts           el_base;
+    int                     el_R;        /* R' the open step takes at; 0: not counted yet (R) */
+    int                     el_R_open;   /* R' when the open step opened */
+    int                     el_live;     /* live task indexes, last counted */
+    int                     el_present;  /* live, or not yet given up on (grace at start) */
+    int                     el_N_want;   /* a live task index >= N, + 1: N' at the boundary */
+    int64_t                 el_since_ms; /* monotonic: serving since (0: not yet) */
+    el_ctl                  el_pending;  /* ctl changes for the next step boundary */
+    sr_store_step_replicas *el_rep;      /* step_replicas rows not committed yet */
+    size_t                  el_nrep, el_cap_rep;
 } coord;
 
 typedef struct {
@@ -339,14 +370,15 @@ enum { HELD_ALONE, HELD_BEFORE_REPLY, HELD_ONE_MESSAGE };
 /* Everything of one commit.  With `copies`, the job owns copies of the
  * tensors, dirty maps and log, so the loop may go on changing its own. */
 typedef struct commit_job {
-    sr_store_commit   cm;
-    sr_store_tensor  *t;
-    sr_store_worker  *w;
-    sr_store_contrib *log;
-    void            **own; /* owned buffers, freed with the job */
-    size_t            nown;
-    vbuf            **held; /* values referenced instead of copied */
-    size_t            nheld;
+    sr_store_commit         cm;
+    sr_store_tensor        *t;
+    sr_store_worker        *w;
+    sr_store_contrib       *log;
+    void                  **own; /* owned buffers, freed with the job */
+    size_t                  nown;
+    vbuf                  **held; /* values referenced instead of copied */
+    size_t                  nheld;
+    sr_store_step_replicas *rep; /* issue 26: the step_replicas rows, copied */
 } commit_job;
 
 typedef struct req_ctx {
@@ -418,6 +450,8 @@ sr_err sr__coord_writer_stop(coord *c);
 
 /* ---- server_peers.c: clients, held answers, parked tokens -------------- */
 
+/* issue 26: the task's worker record, made if absent; NULL: no memory. */
+worker *sr__coord_get_worker(coord *c, int32_t task);
 /* The task's worker record: its local step (when >= 0) and last seen time. */
 void sr__coord_touch_worker(coord *c, int32_t task, int64_t local_step);
 /* Send cl's held push answers (how: HELD_*). */
@@ -439,6 +473,54 @@ int sr__coord_take_pull_slots(coord *c, const req_ctx *r, cvar *const *vars, int
 size_t sr__coord_reclaim_gone(coord *c, int64_t idle_ms);
 /* Find or make r's client (r->cl): 0, or -1 after a refusal reply. */
 int sr__coord_admit(coord *c, req_ctx *r);
+
+/* ---- issue 26: elastic -------------------------------------------------
+ * server_members.c: the membership table and the replicas in force
+ * (docs/architecture.md, "Elastic membership").
+ *
+ *   R' = R                                  when M >= R (the default, M = R)
+ *   R' = min(R, max(M, present x share))    else; present = task indexes live
+ *        (a client heard from within --worker-timeout-ms), or not heard from
+ *        at all yet within the timeout of the start; share = ceil(R / N)
+ *        when N < R, else 1
+ *
+ *   event                       function                       effect on R'
+ *   a worker left (timeout)     sr__coord_members_tick         lowered at once: an
+ *                                                              accumulator with >= R'
+ *                                                              gradients is taken
+ *   step boundary (applied)     sr__coord_members_step_applied ctl changes, N' grown
+ *                                                              for a joined task, R'
+ *                                                              recomputed (rises here)
+ *
+ * Invariants: M <= R' <= R; every accumulator of the open step takes at R'
+ * (a->R); a step is never taken with fewer than M gradients. */
+
+/* R' of the open step: the gradients each accumulator takes (metrics, status). */
+int sr__coord_replicas_effective(const coord *c);
+/* M in force: --min-replicas, or R when not given or above R. */
+int sr__coord_min_replicas(const coord *c);
+/* Periodic: liveness of each task, joins and departures logged; a loss
+ * that lowers R' lowers it for the open step at once. */
+void sr__coord_members_tick(coord *c);
+/* After the apply of a step (global_step is the new one), before its
+ * commit: record the step's replicas, apply the pending ctl changes, grow
+ * N for a joined task, recompute R' for the step that opens. */
+void sr__coord_members_step_applied(coord *c);
+/* The STATUS JSON's "elastic" member (",\"elastic\":{...}"). */
+void sr__coord_members_json(coord *c, sr_strbuf *b);
+/* The commit job's step_replicas rows (copied); SR_ENOMEM. */
+sr_err sr__coord_members_job(coord *c, commit_job *j);
+/* The rows went into a commit: start afresh. */
+void sr__coord_members_committed(coord *c);
+void sr__coord_members_free(coord *c);
+
+/* server_ctl.c: CTL requests (docs/protocol.md, "CTL (12)"). */
+void sr__coord_handle_ctl(coord *c, req_ctx *r);
+/* At start, before the incarnation begins: load --admin-keys. */
+sr_err sr__coord_ctl_open(coord *c);
+/* At start, after the configuration is recorded: re-apply the stored ctl
+ * changes whose base the options still give (logged either way). */
+sr_err sr__coord_ctl_restore(coord *c);
 
 /* ---- server_reply.c: replies ------------------------------------------- */
 

@@ -56,12 +56,12 @@ sr__coord_metrics_close(coord *c)
     sr_strbuf_free(&c->m_text);
 }
 
-/* TODO(#26): the elastic half's sr__coord_replicas_effective(c) (R' when
- * fewer than R workers are live); this is the one place to switch. */
+/* syncrep_replicas_effective: the elastic R' (R when at least R workers are
+ * live; server_members.c), read here only. */
 int
 sr__coord_metrics_replicas_effective(const coord *c)
 {
-    return c->o->R;
+    return sr__coord_replicas_effective(c); /* the elastic R' (server_members.c) */
 }
 
 uint64_t

@@ -48,6 +48,12 @@ get_worker(coord *c, int32_t task)
     return w;
 }
 
+worker *
+sr__coord_get_worker(coord *c, int32_t task)
+{
+    return get_worker(c, task);
+}
+
 void
 sr__coord_touch_worker(coord *c, int32_t task, int64_t local_step)
 {

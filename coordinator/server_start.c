@@ -508,6 +508,9 @@ sr__coord_start(coord *c)
     /* The new incarnation first, so a rewind is recorded as its own (and an
      * accepted rollback, in the same transaction). */
     sr_store_rollback rb;
+    if ((rc = sr__coord_ctl_open(c)) != SR_OK) { /* issue 26: --admin-keys */
+        return rc;
+    }
     if ((rc = sr_store_new_incarnation(c->st, &c->incarnation)) != SR_OK ||
         (rc = sr_store_get_rollback(c->st, &rb)) != SR_OK) {
         return rc;
@@ -564,6 +567,9 @@ sr__coord_start(coord *c)
         rc = sr_store_set_config(c->st, cfg_text);
     }
     sr_strbuf_free(&cfg);
+    if (rc == SR_OK) {
+        rc = sr__coord_ctl_restore(c); /* issue 26: changes made by ctl */
+    }
     if (rc == SR_OK && (rc = sr__coord_load_model(c)) == SR_ECORRUPT) {
         log_intact_steps(c);
     }
@@ -706,7 +712,8 @@ void
 sr__coord_init(coord *c, const sr_coord_opts *o)
 {
     memset(c, 0, sizeof(*c));
-    c->o = o;
+    c->el_opts = *o; /* issue 26: the options in force, changed by ctl */
+    c->o = &c->el_opts;
     c->lock_fd = -1;
     c->state = COORD_STARTING;
     c->io.send = zmq_io_send;
@@ -758,6 +765,7 @@ sr__coord_free(coord *c)
     sr__coord_free_members(c);
     free(c->workers);
     free(c->log);
+    sr__coord_members_free(c); /* issue 26 */
     free(c->scratch[0]);
     free(c->scratch[1]);
     free(c->sp_idx);

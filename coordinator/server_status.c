@@ -66,8 +66,9 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
         ",\"clients\":%zu,\"deterministic_sum\":%s,\"max_steps\":%" PRId64 ",\"done\":%s,",
         c->incarnation, c->global_step, c->committed_step, c->restored_step,
         sr__coord_model_ready(c) ? "true" : "false", c->o->R, c->o->N,
-        sr__optim_name(c->o->optim.kind), sr__coord_metrics_step_rate(c), c->tokens.len, c->malformed, c->refused,
-        c->nonfinite, c->nclients, c->o->deterministic_sum ? "true" : "false", c->o->max_steps,
+        sr__optim_name(c->o->optim.kind), sr__coord_metrics_step_rate(c), c->tokens.len,
+        c->malformed, c->refused, c->nonfinite, c->nclients,
+        c->o->deterministic_sum ? "true" : "false", c->o->max_steps,
         c->state == COORD_DONE ? "true" : "false");
     /* issue 25: the rate the next update (global_step -> + 1) uses. */
     sr_strbuf_printf(b, "\"learning_rate\":%.17g,\"accumulators\":[",
@@ -146,6 +147,7 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
                      atomic_load(&c->commits), sr__coord_commit_mean_ms(c),
                      atomic_load(&c->commit_max_us) / 1000.0,
                      atomic_load(&c->commit_last_us) / 1000.0, atomic_load(&c->commit_failures));
+    sr__coord_members_json(c, b);        /* issue 26: elastic */
     sr__coord_metrics_status_json(c, b); /* issue 26: the metrics' fields, and the closing } */
 }
 

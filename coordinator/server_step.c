@@ -175,14 +175,15 @@ apply_var(coord *c, cvar *v, int64_t t, const sr_optim *so)
 
 /* The commit policy, after step g's apply (global_step is now g + 1):
  * every --checkpoint-every-steps k steps the step is committed, and its
- * max(N, R) tokens are released after the commit (--commit sync) or at once
- * while the writer commits a snapshot (--commit async: a crash may lose
+ * max(N, R') tokens (R' the replicas in force, server_members.c) are released after the commit
+ * (--commit sync) or at once while the writer commits a snapshot (--commit async: a crash may lose
  * this step, never an older committed one; docs/performance.md).  Other
  * steps release their tokens at once and go into the next commit. */
 static void
 commit_step(coord *c)
 {
-    size_t ntok = (size_t)(c->o->N > c->o->R ? c->o->N : c->o->R);
+    int    r = sr__coord_replicas_effective(c); /* issue 26: R' of the next step */
+    size_t ntok = (size_t)(c->o->N > r ? c->o->N : r);
     int    due = c->o->checkpoint_every > 0 && c->global_step % c->o->checkpoint_every == 0;
 
     if (due && c->o->commit_async) {
@@ -245,6 +246,7 @@ apply_step(coord *c)
         SR_LOG(SR_LOG_DEBUG, "COORD-APPLY", "global_step=%" PRId64 " lr=%.9g", c->global_step,
                so.lr);
     }
+    sr__coord_members_step_applied(c); /* issue 26: the step boundary */
     commit_step(c);
 }
 

@@ -452,7 +452,8 @@ var_from_row(sr_store *st, sqlite3_stmt *s, store_var *out)
     v->trainable = sqlite3_column_int(s, 7);
     v->created_step = sqlite3_column_int64(s, 8);
     if (name == NULL || strlen(name) > SR_STORE_MAX_NAME ||
-        sr__store_parse_shape(shape, &v->ndim, v->shape) != 0 || sqlite3_column_int(s, 3) != v->ndim ||
+        sr__store_parse_shape(shape, &v->ndim, v->shape) != 0 ||
+        sqlite3_column_int(s, 3) != v->ndim ||
         sr_shape_bytes(v->dtype, v->ndim, v->shape, &nbytes) != SR_OK || nbytes != v->nbytes ||
         cb <= 0 || cb > (int64_t)SR_STORE_MAX_CHUNK_BYTES ||
         cb % (int64_t)sr_dtype_size(v->dtype) != 0) {
@@ -1314,6 +1315,13 @@ collect_tx(sr_store *st, const char *sql, const int64_t *binds, int nbinds, size
         return sr__store_ret(st, rc);
     }
     return SR_OK;
+}
+
+sr_err
+sr__store_collect_tx(sr_store *st, const char *sql, const int64_t *binds, int nbinds, size_t size,
+                     void (*row)(sqlite3_stmt *s, void *rec), void **out, size_t *n)
+{
+    return collect_tx(st, sql, binds, nbinds, size, row, out, n);
 }
 
 static void

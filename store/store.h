@@ -162,6 +162,10 @@ typedef struct {
     size_t                  nworkers;
     const sr_store_contrib *log; /* step log rows; may be empty */
     size_t                  nlog;
+    /* issue 26: elastic.  The replicas each step averaged over (table
+     * step_replicas, schema 4); may be empty. */
+    const struct sr_store_step_replicas *replicas;
+    size_t                               nreplicas;
 } sr_store_commit;
 
 /* Open (create if opts->create) the store at `path`: WAL, synchronous per
@@ -403,5 +407,44 @@ sr_err sr_store_drop_variable(sr_store *st, const char *name, sr_store_var *drop
  * SR_EACCES on a read-only handle, SR_ESTORE (a failed VACUUM changes
  * nothing). */
 sr_err sr_store_vacuum(sr_store *st, int64_t *before_bytes, int64_t *after_bytes);
+/* ---- issue 26: elastic (schema 4) -------------------------------------- */
+
+/* The replicas one step averaged over, committed with the step (table
+ * step_replicas).  `step` is the step before its apply, as in the step log. */
+typedef struct sr_store_step_replicas {
+    int64_t step;
+    int32_t replicas;      /* R' in force at the apply: each accumulator took this many */
+    int32_t replicas_open; /* R' when the step opened (>= replicas: lowered during the step
+                              when a worker left; an accumulator taken before took more) */
+    int32_t total;         /* N' in force */
+    int32_t min_replicas;  /* M in force */
+    int32_t live;          /* live task indexes at the apply */
+} sr_store_step_replicas;
+
+/* Rows with from <= step < to, ascending.  *out malloc'd (caller frees). */
+sr_err sr_store_read_step_replicas(sr_store *st, int64_t from, int64_t to,
+                                   sr_store_step_replicas **out, size_t *n);
+
+/* A change of a running job's configuration (`syncrep ctl`, table
+ * ctl_change): `key` one of replicas_to_aggregate, total_replicas,
+ * min_replicas, learning_rate; `base` the value the coordinator's options
+ * gave when it was made (a restart whose options give the same value keeps
+ * the change; other options win); `value` the new one; `step` the first
+ * step it applies to. */
+typedef struct {
+    int64_t  id; /* ascending; set by the store */
+    uint64_t incarnation;
+    int64_t  step;
+    int64_t  at_ms; /* wall clock */
+    char     key[32];
+    double   base;
+    double   value;
+} sr_store_ctl_change;
+
+/* Record one change durably (its own transaction); rec->id is ignored.
+ * SR_EINVAL: a NULL argument or an empty/too long key. */
+sr_err sr_store_add_ctl_change(sr_store *st, const sr_store_ctl_change *rec);
+/* Every recorded change, oldest first.  *out malloc'd (caller frees). */
+sr_err sr_store_list_ctl_changes(sr_store *st, sr_store_ctl_change **out, size_t *n);
 
 #endif

@@ -740,7 +740,7 @@ commit_rows(sr_store *st, const sr_store_commit *c)
             return rc;
         }
     }
-    return SR_OK;
+    return sr__store_put_step_replicas(st, c); /* issue 26 */
 }
 
 static sr_err
@@ -958,14 +958,14 @@ static sr_err
 rewind_tx(sr_store *st, int64_t step)
 {
     static const char *const drop[] = {
-        "DELETE FROM checkpoint WHERE step > ?1",
-        "DELETE FROM chunk WHERE step > ?1",
+        "DELETE FROM checkpoint WHERE step > ?1", "DELETE FROM chunk WHERE step > ?1",
         "DELETE FROM tensor WHERE created_step > ?1",
         "DELETE FROM variable WHERE created_step > ?1",
         "DELETE FROM member WHERE created_step > ?1",
         /* A log row's step is the step before its apply: rows >= S belong
          * to commits after S. */
         "DELETE FROM step_log WHERE step >= ?1",
+        "DELETE FROM step_replicas WHERE step >= ?1", /* issue 26 */
     };
     sqlite3_stmt *s = NULL;
     sr_err        rc = SR_OK;

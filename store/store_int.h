@@ -211,6 +211,13 @@ sr_err sr__store_dirname(const char *path, char *dir, size_t len);
 /* fsync the directory holding `path` (best effort: a failure is returned). */
 sr_err sr__store_sync_dir(const char *path);
 
+/* issue 26: collect_tx for other files: the rows of `sql` (nbinds int64
+ * bindings) as records of `size` bytes filled by row(), in a read
+ * transaction.  *out malloc'd. */
+sr_err sr__store_collect_tx(sr_store *st, const char *sql, const int64_t *binds, int nbinds,
+                            size_t size, void (*row)(sqlite3_stmt *s, void *rec), void **out,
+                            size_t *n);
+
 /* --- store_schema.c -------------------------------------------------- */
 
 /* Check the file before SQLite touches it: existence, creation (mode 0600),
@@ -281,6 +288,11 @@ void sr__store_mark_committed(sr_store *st, int64_t step, int ready, uint64_t wa
 void sr__store_mark_reset(sr_store *st, int64_t step, int ready, uint64_t incarnation);
 /* The -wal's expected length after the last commit (for the mark). */
 uint64_t sr__store_wal_bytes(const sr_store *st);
+
+/* --- store_elastic.c (issue 26) --------------------------------------- */
+
+/* Inside a commit: write c's step_replicas rows. */
+sr_err sr__store_put_step_replicas(sr_store *st, const sr_store_commit *c);
 
 /* --- store_verify.c -------------------------------------------------- */
 

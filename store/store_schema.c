@@ -11,13 +11,15 @@
  *
  * Schema versions (PRAGMA user_version) and the migrations between them:
  *
- *     empty (0) --migrate_0_1--> 1 --migrate_1_2--> 2 --migrate_2_3--> 3 --(future)--> ...
+ *     empty (0) --migrate_0_1--> 1 --migrate_1_2--> 2 --migrate_2_3--> 3
+ *               --migrate_3_4--> 4 --(future)--> ...
  *
  *   state      user_version  contents                          who moves it
  *   empty      0             0-byte file we created             migrate_0_1
  *   v1         1             the tables of schema_v1 below      migrate_1_2
  *   v2         2             step_log gains `part` (partitions)  migrate_2_3
- *   v3         3             chunk.sum, meta store_id, rollback  (current)
+ *   v3         3             chunk.sum, meta store_id, rollback  migrate_3_4
+ *   v4         4             step_replicas, ctl_change (#26)    (current)
  *   newer      N+1..1000     refused: SR_EVERSION, nothing written
  *   absurd     > 1000, < 0   a damaged header: SR_ECORRUPT
  *
@@ -279,7 +281,7 @@ migrate_2_3(sr_store *st)
 /* Schema 4.  Issue 23: the tensors of models declared as a whole live in
  * packs (store_member.c): `member` names each one's place in its pack. */
 static sr_err
-migrate_3_4(sr_store *st)
+migrate_3_4_members(sr_store *st)
 {
     return sr__store_exec(st, "CREATE TABLE member("
                               " name TEXT PRIMARY KEY NOT NULL,"
@@ -293,11 +295,44 @@ migrate_3_4(sr_store *st)
                               " created_step INTEGER NOT NULL) WITHOUT ROWID;");
 }
 
+/* ---- issue 26: elastic ---------------------------------------------------
+ * Schema 4: the replicas each step averaged over (step_replicas, written
+ * with the step's commit; rewinds drop its rows with the step log's), and
+ * the changes `syncrep ctl` made to a running job (ctl_change). */
+static sr_err
+migrate_3_4_elastic(sr_store *st)
+{
+    return sr__store_exec(st, "CREATE TABLE step_replicas("
+                              " step INTEGER PRIMARY KEY,"
+                              " replicas INTEGER NOT NULL,"
+                              " replicas_open INTEGER NOT NULL,"
+                              " total INTEGER NOT NULL,"
+                              " min_replicas INTEGER NOT NULL,"
+                              " live INTEGER NOT NULL);"
+                              "CREATE TABLE ctl_change("
+                              " id INTEGER PRIMARY KEY,"
+                              " incarnation INTEGER NOT NULL,"
+                              " step INTEGER NOT NULL,"
+                              " at_ms INTEGER NOT NULL,"
+                              " key TEXT NOT NULL,"
+                              " base REAL NOT NULL,"
+                              " value REAL NOT NULL);");
+}
+/* ---- end issue 26 -------------------------------------------------------- */
+
+/* Schema 4: one migration; each issue's DDL in its own block above. */
+static sr_err
+migrate_3_4(sr_store *st)
+{
+    sr_err rc = migrate_3_4_members(st);
+    return rc != SR_OK ? rc : migrate_3_4_elastic(st);
+}
+
 static const migration migrations[] = {
     {0, "create the schema", migrate_0_1},
     {1, "step log partitions", migrate_1_2},
     {2, "chunk checksums, store id, rollbacks", migrate_2_3},
-    {3, "model packs (members)", migrate_3_4},
+    {3, "model packs (members); elastic: step replicas, ctl changes", migrate_3_4},
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SR_STORE_SCHEMA_VERSION,

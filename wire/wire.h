@@ -45,6 +45,8 @@ typedef enum {
     SR_MSG_FINISH = 11,     /* the chief ends the job; reply header only */
     SR_MSG_MODEL = 12,      /* frame1 desclist (the model's tensors) -> frame1 desclist
                                (its packs), frame2 places (wire_model.c) */
+    SR_MSG_CTL = 13,        /* issue 26: frame1 sr_wire_ctl_req -> frame1 text (the change, or
+                               why it was refused); an operator's, not a worker's */
 } sr_wire_type;
 
 /* sr_wire_vardesc.flags: SR_DECLARE_NOT_TRAINABLE (0x1, syncrep.h) and: */
@@ -210,6 +212,30 @@ sr_err sr_wire_push_rep_decode(const uint8_t *buf, size_t len, sr_wire_push_rep 
 
 size_t sr_wire_vars_hdr_encode(const sr_wire_vars_hdr *v, uint8_t *out, size_t cap);
 sr_err sr_wire_vars_hdr_decode(const uint8_t *buf, size_t len, sr_wire_vars_hdr *out);
+
+/* ---- issue 26: elastic (wire_ctl.c) ------------------------------------
+ * CTL request body (docs/protocol.md, "CTL (12)"): u8 op, u8 fields,
+ * i32 replicas_to_aggregate, i32 total_replicas, i32 min_replicas,
+ * f64 learning_rate (22 bytes); a field not in `fields` is ignored (0). */
+enum { SR_WIRE_CTL_SET_REPLICAS = 1, SR_WIRE_CTL_SET = 2 };
+#define SR_WIRE_CTL_R         0x1u
+#define SR_WIRE_CTL_N         0x2u
+#define SR_WIRE_CTL_M         0x4u
+#define SR_WIRE_CTL_LR        0x8u
+#define SR_WIRE_CTL_REQ_BYTES 22
+typedef struct {
+    uint8_t op;     /* SR_WIRE_CTL_SET_REPLICAS (R, N, M) or SR_WIRE_CTL_SET (learning rate) */
+    uint8_t fields; /* SR_WIRE_CTL_* bits: the values given */
+    int32_t replicas_to_aggregate;
+    int32_t total_replicas;
+    int32_t min_replicas;
+    double  learning_rate;
+} sr_wire_ctl_req;
+size_t sr_wire_ctl_req_encode(const sr_wire_ctl_req *r, uint8_t *out, size_t cap);
+/* Also checks: a known op, fields a non-empty subset of the op's (R, N, M
+ * for set-replicas; the learning rate for set), given counts >= 1 and a
+ * given learning rate finite and > 0.  Exactly 22 bytes. */
+sr_err sr_wire_ctl_req_decode(const uint8_t *buf, size_t len, sr_wire_ctl_req *out);
 
 /* "HELLO", "PUSH", ... for logs; "?" for unknown. */
 const char *sr_wire_type_name(int type);

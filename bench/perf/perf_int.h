@@ -33,24 +33,24 @@ enum { PH_IDLE = 0, PH_PULL = 1, PH_PUSH = 2, PH_STEP = 3 };
 
 /* One syncrep or baseline run's shape. */
 typedef struct {
-    int     W;           /* workers; R = N = W */
-    size_t  bytes;       /* model bytes (float32) */
-    int     nvars;       /* variables of bytes / nvars each */
-    int     loop;        /* LOOP_PUSH or LOOP_FULL */
-    int     ckpt;        /* --checkpoint-every-steps */
-    int     sync_normal; /* --sync normal (else full) */
-    int     page_kib;    /* > 0: --store-page-kib */
-    int     async;       /* --commit async (else the default, sync) */
-    int64_t warm;        /* steps before the timed window */
-    int64_t steps;       /* steps in the timed window; the most, with target_ms */
-    int64_t min_steps;   /* with target_ms: the fewest */
-    int     target_ms;   /* > 0: close the window after about this long */
-    int     ack;         /* row 1 baseline: one acknowledged message in flight */
-    int     kill_at_end; /* SIGKILL the coordinator after the window (skips its final
-                            commit, which the row does not measure) */
-    int many;            /* row 6: MANY_CALLS sr_client_pull_many / sr_client_push_many,
-                            MANY_MODEL the model API (sr_client_model_step), else a
-                            call per variable */
+    int     W;                   /* workers; R = N = W */
+    size_t  bytes;               /* model bytes (float32) */
+    int     nvars;               /* variables of bytes / nvars each */
+    int     loop;                /* LOOP_PUSH or LOOP_FULL */
+    int     ckpt;                /* --checkpoint-every-steps */
+    int     sync_normal;         /* --sync normal (else full) */
+    int     page_kib;            /* > 0: --store-page-kib */
+    int     async;               /* --commit async (else the default, sync) */
+    int64_t warm;                /* steps before the timed window */
+    int64_t steps;               /* steps in the timed window; the most, with target_ms */
+    int64_t min_steps;           /* with target_ms: the fewest */
+    int     target_ms;           /* > 0: close the window after about this long */
+    int     ack;                 /* row 1 baseline: one acknowledged message in flight */
+    int     kill_at_end;         /* SIGKILL the coordinator after the window (skips its final
+                                    commit, which the row does not measure) */
+    int many;                    /* row 6: MANY_CALLS sr_client_pull_many / sr_client_push_many,
+                                    MANY_MODEL the model API (sr_client_model_step), else a
+                                    call per variable */
     const int64_t *tensor_elems; /* row 6: each variable's float32 elements (nvars of
                                     them, summing to bytes / 4); NULL: bytes / nvars each */
     /* issue 25: --optimizer adamw --weight-decay 0.01 --clip-norm 1 instead of

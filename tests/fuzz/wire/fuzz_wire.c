@@ -393,6 +393,7 @@ request_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
     sr_wire_pushdesc  p;
     sr_wire_name      name;
     sr_wire_ready_req ready;
+    sr_wire_ctl_req   ctl; /* issue 26 */
 
     switch (type) {
     case SR_MSG_HELLO:
@@ -414,6 +415,8 @@ request_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
         return nb == 1 || (nb == 2 && data_matches_vardesc(&v, &body[1]));
     case SR_MSG_READY:
         return nb == 1 && sr_wire_ready_req_decode(body[0].p, body[0].len, &ready) == SR_OK;
+    case SR_MSG_CTL:
+        return nb == 1 && sr_wire_ctl_req_decode(body[0].p, body[0].len, &ctl) == SR_OK;
     case SR_MSG_PULL:
         if (flags & SR_WIRE_F_MANY) {
             return pull_many_ok(body, nb);
@@ -477,6 +480,7 @@ reply_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
     case SR_MSG_PUSH_SPARSE:
         return nb == 1 && sr_wire_push_rep_decode(body[0].p, body[0].len, &push) == SR_OK;
     case SR_MSG_STATUS:
+    case SR_MSG_CTL: /* issue 26: the change in force, as text */
         return nb == 1 && memchr(body[0].p, 0, body[0].len) == NULL;
     default:
         return 0;

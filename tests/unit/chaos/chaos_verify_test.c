@@ -36,6 +36,11 @@ typedef struct {
     int     neras;
     int64_t nsteps;
     int32_t tasks[MAX_STEPS][MAX_R];
+    /* issue 26: gradients taken at step s (0: R), and the step_replicas
+     * rows committed (when nrep: one a step). */
+    int                    took[MAX_STEPS];
+    sr_store_step_replicas rep[MAX_STEPS];
+    int                    nrep;
 } job;
 
 typedef struct {
@@ -120,7 +125,7 @@ build_store(const char *path, const job *j)
         if (e + 1 < j->neras && j->eras[e + 1].from_step == s) {
             start_incarnation(st, &j->eras[++e]);
         }
-        int R = j->eras[e].R;
+        int R = j->took[s] > 0 ? j->took[s] : j->eras[e].R;
         for (int v = 0; v < SR_CHAOS_NVARS; v++) {
             uint64_t         rows = cv[v].ndim > 0 ? (uint64_t)cv[v].shape[0] : 1;
             sr_accum         a;
@@ -150,8 +155,13 @@ build_store(const char *path, const job *j)
             t[v] = (sr_store_tensor){
                 .var_id = id[v], .data = val[v], .len_bytes = sr_chaos_bytes(&cv[v])};
         }
-        sr_store_commit c = {
-            .global_step = s + 1, .tensors = t, .ntensors = SR_CHAOS_NVARS, .log = log, .nlog = n};
+        sr_store_commit c = {.global_step = s + 1,
+                             .tensors = t,
+                             .ntensors = SR_CHAOS_NVARS,
+                             .log = log,
+                             .nlog = n,
+                             .replicas = j->nrep ? &j->rep[s] : NULL,
+                             .nreplicas = j->nrep ? 1 : 0};
         assert_sr_ok(sr_store_commit_step(st, &c));
     }
     sr_store_close(st);
@@ -308,6 +318,41 @@ test_chaos_verify_r_and_n_from_the_applying_incarnation(void **state)
     assert_only_failure(checks, "distinct_tasks", want);
 }
 
+/* issue 26: R = N = 3 with --min-replicas 2, task 2 gone during step 1:
+ * steps 1 and 2 took two gradients each, as their step_replicas rows say;
+ * replay divides by what each step took, bit for bit, and every check
+ * holds.  The same store without the rows fails exactly_r; a row whose M
+ * is above what the step took fails it too. */
+static void
+test_chaos_verify_elastic_steps_judged_by_recorded_replicas(void **state)
+{
+    fixture       *f = *state;
+    sr_chaos_check checks[SR_CHAOS_NCHECKS];
+    job            j = {
+                   .eras = {{3, 3, 0}},
+                   .neras = 1,
+                   .nsteps = 4,
+                   .tasks = {{0, 1, 2}, {1, 0}, {0, 1}, {2, 0, 1}},
+                   .took = {0, 2, 2, 0},
+                   .rep = {{0, 3, 3, 3, 2, 3}, {1, 2, 3, 3, 2, 2}, {2, 2, 2, 3, 2, 2}, {3, 3, 3, 3, 2, 3}},
+                   .nrep = 4};
+    char path[700];
+
+    assert_int_equal(judge(f->path, &j, checks), 1);
+    job none = j;
+    none.nrep = 0;
+    snprintf(path, sizeof(path), "%s/none.db", f->dir);
+    const char *const want[] = {"step 1 ", "2 contributions, R in force 3", NULL};
+    assert_int_equal(judge(path, &none, checks), 0);
+    assert_only_failure(checks, "exactly_r", want);
+    job high = j;
+    high.rep[2].min_replicas = 3;
+    snprintf(path, sizeof(path), "%s/high.db", f->dir);
+    const char *const want_m[] = {"step 2 ", "fewer than the step's min replicas 3", NULL};
+    assert_int_equal(judge(path, &high, checks), 0);
+    assert_only_failure(checks, "exactly_r", want_m);
+}
+
 int
 main(void)
 {
@@ -322,6 +367,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_chaos_verify_n_below_r_task_over_ceil_fails, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_chaos_verify_r_and_n_from_the_applying_incarnation,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chaos_verify_elastic_steps_judged_by_recorded_replicas,
                                         setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -401,6 +401,106 @@ test_accum_absent_gradient_takes_a_place_adds_nothing(void **state)
     sr__accum_destroy(&a);
 }
 
+/* issue 26: R lowered during a step (a worker left) takes the accumulator at
+ * once with the gradients it has; the divisor is how many it took. */
+static void
+test_accum_replicas_lowered_to_count_takes_with_what_it_has(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const float      g1[2] = {1.0f, 2.0f}, g2[2] = {3.0f, 6.0f};
+    int              took = -1;
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 2, 2, 3, 4));
+    sr__accum_set_rules(&a, 1, 0);
+    assert_sr_ok(sr__accum_push_dense(&a, g1, 4, 0, &out));
+    assert_sr_ok(sr__accum_push_dense(&a, g2, 4, 2, &out));
+    assert_int_equal(a.taken, 0);
+    /* R' = 3 still: nothing happens. */
+    assert_sr_ok(sr__accum_set_replicas(&a, 3, &took));
+    assert_int_equal(took, 0);
+    assert_sr_ok(sr__accum_set_replicas(&a, 2, &took));
+    assert_int_equal(took, 1);
+    assert_int_equal(a.taken, 1);
+    assert_int_equal(a.step, 5);
+    assert_int_equal(sr__accum_divisor(&a), 2);
+    assert_true(((float *)a.sum)[0] == 4.0f && ((float *)a.sum)[1] == 8.0f);
+    /* Taken: a late push for step 4 is stale. */
+    assert_sr_ok(sr__accum_push_dense(&a, g1, 4, 1, &out));
+    assert_int_equal(out, SR_ACC_STALE);
+    sr__accum_reset(&a);
+    /* The next step takes at 2. */
+    assert_sr_ok(sr__accum_push_dense(&a, g1, 5, 1, &out));
+    assert_int_equal(a.taken, 0);
+    assert_sr_ok(sr__accum_push_dense(&a, g2, 5, 0, &out));
+    assert_int_equal(a.taken, 1);
+    sr__accum_destroy(&a);
+}
+
+/* Lowered below the count (R 3 -> 1 with two gradients): both are taken;
+ * with nothing accepted yet, nothing is taken until the first push. */
+static void
+test_accum_replicas_lowered_below_count_takes_all(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const double     g1[1] = {1.0}, g2[1] = {2.0};
+    int              took = -1;
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT64, 1, 1, 3, 0));
+    assert_sr_ok(sr__accum_set_replicas(&a, 1, &took));
+    assert_int_equal(took, 0);
+    assert_int_equal(a.taken, 0);
+    assert_sr_ok(sr__accum_set_replicas(&a, 3, &took));
+    assert_sr_ok(sr__accum_push_dense(&a, g1, 0, 0, &out));
+    assert_sr_ok(sr__accum_push_dense(&a, g2, 0, 1, &out));
+    assert_sr_ok(sr__accum_set_replicas(&a, 1, &took));
+    assert_int_equal(took, 1);
+    assert_int_equal(sr__accum_divisor(&a), 2);
+    assert_true(((double *)a.sum)[0] == 3.0);
+    assert_sr_err(sr__accum_set_replicas(&a, 0, &took), SR_EINVAL);
+    sr__accum_destroy(&a);
+}
+
+/* R raised above what it was made for (ctl set-replicas up) grows its room;
+ * the deterministic sum still goes in task order over all of them. */
+static void
+test_accum_replicas_raised_grows_room_deterministic(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const float      g[4][1] = {{1.0f}, {1e8f}, {-1e8f}, {0.5f}};
+    int              took = -1;
+    (void)state;
+
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 1, 1, 2, 0));
+    sr__accum_set_rules(&a, 1, 1);
+    assert_sr_ok(sr__accum_push_dense(&a, g[0], 0, 3, &out));
+    assert_sr_ok(sr__accum_push_dense(&a, g[1], 0, 0, &out));
+    assert_int_equal(a.taken, 1);
+    sr__accum_reset(&a);
+    assert_sr_ok(sr__accum_set_replicas(&a, 4, &took));
+    assert_int_equal(took, 0);
+    assert_true(a.cap >= 4);
+    /* Arrival order (tasks 3, 2, 1, 0) would sum 1 + 1e8 - 1e8 + 0.5 = 0.5 in
+     * float; task order sums 0.5 - 1e8 + 1e8 + 1 = 1. */
+    for (int t = 3; t >= 0; t--) {
+        assert_sr_ok(sr__accum_push_dense(&a, g[3 - t], 1, t, &out));
+        assert_int_equal(out, SR_ACC_ACCEPTED);
+    }
+    assert_int_equal(a.taken, 1);
+    assert_int_equal(a.contrib[0].task_index, 0);
+    assert_int_equal(a.contrib[3].task_index, 3);
+    float want = 0.5f;
+    want += -1e8f;
+    want += 1e8f;
+    want += 1.0f;
+    assert_true(((float *)a.sum)[0] == want);
+    sr__accum_destroy(&a);
+}
+
 int
 main(void)
 {
@@ -419,6 +519,9 @@ main(void)
         cmocka_unit_test(test_accum_deterministic_sum_is_in_task_order),
         cmocka_unit_test(test_accum_deterministic_sparse_in_task_order),
         cmocka_unit_test(test_accum_absent_gradient_takes_a_place_adds_nothing),
+        cmocka_unit_test(test_accum_replicas_lowered_to_count_takes_with_what_it_has),
+        cmocka_unit_test(test_accum_replicas_lowered_below_count_takes_all),
+        cmocka_unit_test(test_accum_replicas_raised_grows_room_deterministic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

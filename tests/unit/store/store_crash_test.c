@@ -136,7 +136,13 @@ child_run(const char *path, int ready)
         sr_store_worker w = {
             .task_index = 0, .local_step = g - 1, .last_seen_ms = g, .incarnation = 1};
         sr_store_contrib l[2] = {{g - 1, ida, 0, 0, 0, g - 1}, {g - 1, ida, 0, 1, 1, g - 1}};
-        sr_store_commit  cm = {g, t, 4, &w, 1, l, 2};
+        sr_store_commit  cm = {.global_step = g,
+                               .tensors = t,
+                               .ntensors = 4,
+                               .workers = &w,
+                               .nworkers = 1,
+                               .log = l,
+                               .nlog = 2};
         if (sr_store_commit_step(st, &cm) != SR_OK) {
             _exit(12);
         }

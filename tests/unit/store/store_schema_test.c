@@ -148,7 +148,7 @@ test_schema_v1_step_log_migrates_with_part_0(void **state)
     assert_sr_ok(sr_store_set_ready(st));
     sr_store_contrib l[2] = {{0, id, 0, 0, 3, 0}, {0, id, 0, 1, 5, 0}};
     sr_store_tensor  t = {.var_id = id, .data = v, .len_bytes = sizeof(v)};
-    sr_store_commit  c = {1, &t, 1, NULL, 0, l, 2};
+    sr_store_commit  c = {.global_step = 1, .tensors = &t, .ntensors = 1, .log = l, .nlog = 2};
     assert_sr_ok(sr_store_commit_step(st, &c));
     sr_store_close(st);
     /* Back to schema 1's step log. */
@@ -160,6 +160,7 @@ test_schema_v1_step_log_migrates_with_part_0(void **state)
                       " FROM step_log;"
                       "DROP TABLE step_log; ALTER TABLE old RENAME TO step_log;"
                       "ALTER TABLE chunk DROP COLUMN sum; DROP TABLE rollback;"
+                      "DROP TABLE step_replicas; DROP TABLE ctl_change; DROP TABLE member;"
                       "DELETE FROM meta WHERE key = 'store_id';"
                       "PRAGMA user_version = 1;");
     assert_sr_err(sr_store_open(f->path, &ro, &st), SR_ENOTSUP);

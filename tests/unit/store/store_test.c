@@ -360,13 +360,19 @@ test_store_records_incarnations_config_workers_log_roundtrip(void **state)
         sr_store_contrib l[3] = {
             {g - 1, id, 2, 0, 0, g - 1}, {g - 1, id, 0, 0, 1, g - 1}, {g - 1, id, 0, 1, 0, g - 1}};
         sr_store_tensor t = {.var_id = id, .data = v, .len_bytes = sizeof(v)};
-        sr_store_commit c = {g, &t, 1, w, 2, l, 3};
+        sr_store_commit c = {.global_step = g,
+                             .tensors = &t,
+                             .ntensors = 1,
+                             .workers = w,
+                             .nworkers = 2,
+                             .log = l,
+                             .nlog = 3};
         assert_sr_ok(sr_store_commit_step(st, &c));
     }
     /* A partition past the variable's last element: refused. */
     sr_store_contrib bad = {3, id, 4, 0, 0, 3};
     sr_store_tensor  t4 = {.var_id = id, .data = v, .len_bytes = sizeof(v)};
-    sr_store_commit  c4 = {4, &t4, 1, NULL, 0, &bad, 1};
+    sr_store_commit  c4 = {.global_step = 4, .tensors = &t4, .ntensors = 1, .log = &bad, .nlog = 1};
     assert_sr_err(sr_store_commit_step(st, &c4), SR_EINVAL);
     assert_non_null(strstr(sr_store_errmsg(st), "part 4"));
     assert_sr_ok(sr_store_list_workers(st, &ws, &n));

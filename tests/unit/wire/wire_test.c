@@ -305,7 +305,8 @@ test_wire_header_unknown_type_is_eproto(void **state)
     sr_wire_header h = edge_header(), d;
     (void)state;
 
-    const uint8_t bad[] = {0, SR_MSG_FINISH + 1, 0x7f, SR_WIRE_REPLY, SR_WIRE_REPLY | 12, 0xff};
+    const uint8_t bad[] = {
+        0, SR_MSG_CTL + 1, 0x7f, SR_WIRE_REPLY, SR_WIRE_REPLY | (SR_MSG_CTL + 1), 0xff};
     for (size_t i = 0; i < sizeof(bad); i++) {
         h.type = bad[i];
         sr_wire_header_encode(&h, buf);
@@ -1045,10 +1046,56 @@ test_wire_type_name_known_and_unknown_named(void **state)
     }
     assert_string_equal(sr_wire_type_name(0), "?");
     assert_string_equal(sr_wire_type_name(SR_MSG_FINISH), "FINISH");
-    assert_string_equal(sr_wire_type_name(SR_MSG_FINISH + 1), "?");
+    assert_string_equal(sr_wire_type_name(SR_MSG_CTL), "CTL");
+    assert_string_equal(sr_wire_type_name(SR_MSG_CTL + 1), "?");
     assert_string_equal(sr_wire_type_name((int)SR_WIRE_REPLY), "?");
     assert_string_equal(sr_wire_type_name(-1), "?");
     assert_string_equal(sr_wire_type_name(0x101), "?");
+}
+
+/* issue 26: the CTL request round-trips; bad ops, fields and values are
+ * refused naming what was wrong. */
+static void
+test_wire_ctl_req_round_trip_and_refusals(void **state)
+{
+    uint8_t         buf[SR_WIRE_CTL_REQ_BYTES + 1];
+    sr_wire_ctl_req r = {SR_WIRE_CTL_SET_REPLICAS, SR_WIRE_CTL_R | SR_WIRE_CTL_M, 3, 0, 2, 0};
+    sr_wire_ctl_req d;
+    (void)state;
+
+    assert_int_equal(sr_wire_ctl_req_encode(&r, buf, sizeof(buf)), SR_WIRE_CTL_REQ_BYTES);
+    assert_int_equal(sr_wire_ctl_req_encode(&r, buf, SR_WIRE_CTL_REQ_BYTES - 1), 0);
+    assert_sr_ok(sr_wire_ctl_req_decode(buf, SR_WIRE_CTL_REQ_BYTES, &d));
+    assert_int_equal(d.op, SR_WIRE_CTL_SET_REPLICAS);
+    assert_int_equal(d.replicas_to_aggregate, 3);
+    assert_int_equal(d.min_replicas, 2);
+    assert_sr_err(sr_wire_ctl_req_decode(buf, SR_WIRE_CTL_REQ_BYTES - 1, &d), SR_EPROTO);
+    assert_detail_has("bytes");
+    assert_sr_err(sr_wire_ctl_req_decode(buf, SR_WIRE_CTL_REQ_BYTES + 1, &d), SR_EPROTO);
+    const struct {
+        sr_wire_ctl_req r;
+        const char     *why;
+    } bad[] = {
+        {{9, SR_WIRE_CTL_R, 1, 0, 0, 0}, "op"},
+        {{SR_WIRE_CTL_SET_REPLICAS, 0, 1, 0, 0, 0}, "fields"},
+        {{SR_WIRE_CTL_SET_REPLICAS, SR_WIRE_CTL_LR, 0, 0, 0, 0.5}, "fields"},
+        {{SR_WIRE_CTL_SET, SR_WIRE_CTL_R, 2, 0, 0, 0}, "fields"},
+        {{SR_WIRE_CTL_SET_REPLICAS, SR_WIRE_CTL_N, 0, 0, 0, 0}, "below 1"},
+        {{SR_WIRE_CTL_SET_REPLICAS, SR_WIRE_CTL_M, 0, 0, -4, 0}, "below 1"},
+        {{SR_WIRE_CTL_SET, SR_WIRE_CTL_LR, 0, 0, 0, -1}, "learning rate"},
+        {{SR_WIRE_CTL_SET, SR_WIRE_CTL_LR, 0, 0, 0, 1.0 / 0.0}, "learning rate"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&d, 0xab, sizeof(d));
+        assert_int_equal(sr_wire_ctl_req_encode(&bad[i].r, buf, sizeof(buf)),
+                         SR_WIRE_CTL_REQ_BYTES);
+        assert_sr_err(sr_wire_ctl_req_decode(buf, SR_WIRE_CTL_REQ_BYTES, &d), SR_EPROTO);
+        assert_detail_has(bad[i].why);
+    }
+    sr_wire_ctl_req lr = {SR_WIRE_CTL_SET, SR_WIRE_CTL_LR, 0, 0, 0, 0.125};
+    assert_int_equal(sr_wire_ctl_req_encode(&lr, buf, sizeof(buf)), SR_WIRE_CTL_REQ_BYTES);
+    assert_sr_ok(sr_wire_ctl_req_decode(buf, SR_WIRE_CTL_REQ_BYTES, &d));
+    assert_true(d.learning_rate == 0.125);
 }
 
 int
@@ -1095,6 +1142,7 @@ main(void)
         cmocka_unit_test(test_wire_push_rep_every_outcome_roundtrip_identical),
         cmocka_unit_test(test_wire_push_rep_unknown_outcome_is_refused),
         cmocka_unit_test(test_wire_type_name_known_and_unknown_named),
+        cmocka_unit_test(test_wire_ctl_req_round_trip_and_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
