@@ -152,6 +152,16 @@ typedef struct worker {
     int64_t last_seen_wall_ms;
     /* The counts of its clients reclaimed so far (reclaim_client). */
     uint64_t accepted, stale, duplicate, errors, chained, over_share;
+    /* issue 24: cursor (server_cursor.c).  The task's data cursors: `cur`
+     * of the last applied step its gradient went into (cur_known: set in
+     * this incarnation, or read from the store; else the store's stands);
+     * `conf` the one sent for step conf_step, confirmed by a push of it
+     * accepted after it (applied once the global step passes conf_step);
+     * `pend` the one sent for step pend_step, not confirmed yet. */
+    int      cur_known, conf_have, pend_have;
+    int64_t  conf_step, pend_step;
+    uint32_t cur_len, conf_len, pend_len;
+    uint8_t  cur[SR_WIRE_CURSOR_MAX], conf[SR_WIRE_CURSOR_MAX], pend[SR_WIRE_CURSOR_MAX];
 } worker;
 
 /* ---- the lifecycle (one coordinator process = one incarnation) ---------
@@ -440,6 +450,17 @@ void sr__coord_handle_pull(coord *c, req_ctx *r);
 void sr__coord_handle_token(coord *c, req_ctx *r);
 void sr__coord_handle_ping(coord *c, req_ctx *r);
 void sr__coord_handle_status(coord *c, req_ctx *r);
+
+/* ---- server_cursor.c (issue 24: cursor) -------------------------------- */
+
+/* CURSOR: a worker's data cursor for its gradient of h.local_step, or (no
+ * body) the one it resumes from. */
+void sr__coord_handle_cursor(coord *c, req_ctx *r);
+/* A push of `task` computed at local_step was accepted: the cursor it sent
+ * for that step (if any) goes with the step. */
+void sr__coord_cursor_accepted(coord *c, int32_t task, int64_t local_step);
+/* The cursor columns of w's row in a commit of the current state. */
+void sr__coord_cursor_row(coord *c, worker *w, sr_store_worker *row);
 
 /* ---- server_status.c --------------------------------------------------- */
 

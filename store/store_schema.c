@@ -11,13 +11,14 @@
  *
  * Schema versions (PRAGMA user_version) and the migrations between them:
  *
- *     empty (0) --migrate_0_1--> 1 --migrate_1_2--> 2 --migrate_2_3--> 3 --(future)--> ...
+ *     empty (0) --migrate_0_1--> 1 --migrate_1_2--> 2 --migrate_2_3--> 3 --migrate_3_4--> 4 ...
  *
  *   state      user_version  contents                          who moves it
  *   empty      0             0-byte file we created             migrate_0_1
  *   v1         1             the tables of schema_v1 below      migrate_1_2
  *   v2         2             step_log gains `part` (partitions)  migrate_2_3
- *   v3         3             chunk.sum, meta store_id, rollback  (current)
+ *   v3         3             chunk.sum, meta store_id, rollback  migrate_3_4
+ *   v4         4             worker.cursor (issue 24)          (current)
  *   newer      N+1..1000     refused: SR_EVERSION, nothing written
  *   absurd     > 1000, < 0   a damaged header: SR_ECORRUPT
  *
@@ -276,10 +277,28 @@ migrate_2_3(sr_store *st)
     return sum_versions(st);
 }
 
+/* Schema 4.  Other issues add to this migration too (the lead merges their
+ * blocks into this one function); each keeps its DDL in its own block. */
+static sr_err
+migrate_3_4(sr_store *st)
+{
+    sr_err rc;
+
+    /* ---- issue 24: cursor.  A worker's data cursor (opaque bytes, at most
+     * SR_STORE_CURSOR_MAX), committed with the step its gradient went into;
+     * NULL: none stored. */
+    if ((rc = sr__store_exec(st, "ALTER TABLE worker ADD COLUMN cursor BLOB;")) != SR_OK) {
+        return rc;
+    }
+    /* ---- end issue 24 */
+    return SR_OK;
+}
+
 static const migration migrations[] = {
     {0, "create the schema", migrate_0_1},
     {1, "step log partitions", migrate_1_2},
     {2, "chunk checksums, store id, rollbacks", migrate_2_3},
+    {3, "schema 4: worker cursors (issue 24)", migrate_3_4},
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SR_STORE_SCHEMA_VERSION,

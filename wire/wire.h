@@ -43,7 +43,14 @@ typedef enum {
     SR_MSG_STATUS = 9,      /* -> frame1 JSON text */
     SR_MSG_BYE = 10,        /* client closing; reply optional */
     SR_MSG_FINISH = 11,     /* the chief ends the job; reply header only */
+    /* issue 24: cursor.  frame1 the worker's data cursor (at most
+     * SR_WIRE_CURSOR_MAX bytes) for its gradient of local_step -> header
+     * only; no body: ask -> frame1 the cursor of the last step its gradient
+     * went into (absent: none).  docs/protocol.md, CURSOR. */
+    SR_MSG_CURSOR = 12,
 } sr_wire_type;
+
+#define SR_WIRE_CURSOR_MAX 4096 /* issue 24: bytes of a data cursor */
 
 /* sr_wire_vardesc.flags: SR_DECLARE_NOT_TRAINABLE (0x1, syncrep.h) and: */
 #define SR_WIRE_DECLARE_CHECK_ONLY 0x2u /* DECLARE: never create, only check */

@@ -318,7 +318,10 @@ build(const char *path, store_kind kind, int keep)
             t[nt++] = (sr_store_tensor){counter, NULL, cnt, sizeof(cnt), NULL};
         }
         for (int i = 0; i < 3; i++) {
-            w[i] = (sr_store_worker){i, g - (i == 2), 1700000000000 + g * 10 + i, inc};
+            w[i] = (sr_store_worker){.task_index = i,
+                                     .local_step = g - (i == 2),
+                                     .last_seen_ms = 1700000000000 + g * 10 + i,
+                                     .incarnation = inc};
         }
         log[0] = (sr_store_contrib){g - 1, kernel, 0, 0, 0, g - 1};
         log[1] = (sr_store_contrib){g - 1, kernel, 0, 1, 1, g - 1};
@@ -758,7 +761,7 @@ emit_row_damage(void)
     emit_sql("bad-meta-no-format", M_RW, "DELETE FROM meta WHERE key = 'format'");
     emit_sql("bad-no-meta-table", M_RO, "DROP TABLE meta");
     emit_sql("bad-appid-pragma", M_RW, "PRAGMA application_id = 1");
-    emit_sql("bad-user-version-pragma-newer", M_RW, "PRAGMA user_version = 4");
+    emit_sql("bad-user-version-pragma-newer", M_RW, "PRAGMA user_version = 5");
     emit_sql("bad-user-version-pragma-negative", M_RW, "PRAGMA user_version = -7");
     emit_sql("bad-user-version-pragma-0", M_RO, "PRAGMA user_version = 0");
 

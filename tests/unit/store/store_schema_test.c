@@ -161,6 +161,7 @@ test_schema_v1_step_log_migrates_with_part_0(void **state)
                       "DROP TABLE step_log; ALTER TABLE old RENAME TO step_log;"
                       "ALTER TABLE chunk DROP COLUMN sum; DROP TABLE rollback;"
                       "DELETE FROM meta WHERE key = 'store_id';"
+                      "ALTER TABLE worker DROP COLUMN cursor;" /* issue 24 */
                       "PRAGMA user_version = 1;");
     assert_sr_err(sr_store_open(f->path, &ro, &st), SR_ENOTSUP);
     assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), 1);

@@ -305,7 +305,7 @@ test_wire_header_unknown_type_is_eproto(void **state)
     sr_wire_header h = edge_header(), d;
     (void)state;
 
-    const uint8_t bad[] = {0, SR_MSG_FINISH + 1, 0x7f, SR_WIRE_REPLY, SR_WIRE_REPLY | 12, 0xff};
+    const uint8_t bad[] = {0, SR_MSG_CURSOR + 1, 0x7f, SR_WIRE_REPLY, SR_WIRE_REPLY | 13, 0xff};
     for (size_t i = 0; i < sizeof(bad); i++) {
         h.type = bad[i];
         sr_wire_header_encode(&h, buf);
@@ -1045,7 +1045,8 @@ test_wire_type_name_known_and_unknown_named(void **state)
     }
     assert_string_equal(sr_wire_type_name(0), "?");
     assert_string_equal(sr_wire_type_name(SR_MSG_FINISH), "FINISH");
-    assert_string_equal(sr_wire_type_name(SR_MSG_FINISH + 1), "?");
+    assert_string_equal(sr_wire_type_name(SR_MSG_CURSOR), "CURSOR");
+    assert_string_equal(sr_wire_type_name(SR_MSG_CURSOR + 1), "?");
     assert_string_equal(sr_wire_type_name((int)SR_WIRE_REPLY), "?");
     assert_string_equal(sr_wire_type_name(-1), "?");
     assert_string_equal(sr_wire_type_name(0x101), "?");
