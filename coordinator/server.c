@@ -161,6 +161,9 @@ dispatch_one(coord *c, zmq_msg_t *rid, const sr_wire_header *h, zmq_msg_t *body,
     case SR_MSG_MODEL:
         sr__coord_handle_model(c, &r);
         break;
+    case SR_MSG_CURSOR: /* issue 24: cursor */
+        sr__coord_handle_cursor(c, &r);
+        break;
     default:
         count_malformed(c, "unknown type");
         REPLY_ERR(&r, SR_EPROTO, "unknown message type %d", type);

@@ -115,6 +115,7 @@ sr__coord_build_job(coord *c, int copies, commit_job **out)
         j->w[i].local_step = c->workers[i].local_step;
         j->w[i].last_seen_ms = c->workers[i].last_seen_wall_ms;
         j->w[i].incarnation = c->incarnation;
+        sr__coord_cursor_row(c, &c->workers[i], &j->w[i]); /* issue 24: cursor */
     }
     if (c->nlog > 0) {
         if ((j->log = malloc(c->nlog * sizeof(*j->log))) == NULL) {

@@ -159,6 +159,16 @@ typedef struct worker {
     int     live;
     int64_t joined_wall_ms; /* wall clock, ms; 0: never live in this incarnation */
     int64_t left_wall_ms;   /* wall clock, ms; 0: has not left */
+    /* issue 24: cursor (server_cursor.c).  The task's data cursors: `cur`
+     * of the last applied step its gradient went into (cur_known: set in
+     * this incarnation, or read from the store; else the store's stands);
+     * `conf` the one sent for step conf_step, confirmed by a push of it
+     * accepted after it (applied once the global step passes conf_step);
+     * `pend` the one sent for step pend_step, not confirmed yet. */
+    int      cur_known, conf_have, pend_have;
+    int64_t  conf_step, pend_step;
+    uint32_t cur_len, conf_len, pend_len;
+    uint8_t  cur[SR_WIRE_CURSOR_MAX], conf[SR_WIRE_CURSOR_MAX], pend[SR_WIRE_CURSOR_MAX];
 } worker;
 
 /* issue 26: elastic.  The changes `syncrep ctl` asked for, applied at the
@@ -579,6 +589,16 @@ int sr__coord_check_pack_decl(coord *c, const char *name, int dtype, int ndim, c
                               int trainable, char *why, size_t cap);
 /* A pack with no variable yet (the chief has not declared it): 1 with why. */
 int sr__coord_packs_missing(coord *c, char *why, size_t cap);
+/* ---- server_cursor.c (issue 24: cursor) -------------------------------- */
+
+/* CURSOR: a worker's data cursor for its gradient of h.local_step, or (no
+ * body) the one it resumes from. */
+void sr__coord_handle_cursor(coord *c, req_ctx *r);
+/* A push of `task` computed at local_step was accepted: the cursor it sent
+ * for that step (if any) goes with the step. */
+void sr__coord_cursor_accepted(coord *c, int32_t task, int64_t local_step);
+/* The cursor columns of w's row in a commit of the current state. */
+void sr__coord_cursor_row(coord *c, worker *w, sr_store_worker *row);
 
 /* ---- server_status.c --------------------------------------------------- */
 

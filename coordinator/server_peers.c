@@ -134,6 +134,7 @@ sr__coord_push_reply(coord *c, req_ctx *r, int outcome)
 
     if (outcome == SR_PUSH_ACCEPTED) {
         cl->accepted++;
+        sr__coord_cursor_accepted(c, cl->task, r->h.local_step); /* issue 24: cursor */
     } else if (outcome == SR_PUSH_STALE) {
         cl->stale++;
     } else {

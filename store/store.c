@@ -58,11 +58,13 @@ static const char *const stmt_sql[STMT_COUNT] = {
                            " AND n.step > chunk.step AND n.step <= ?1)",
     [STMT_CHUNK_AT] = "SELECT data_id, step, sum FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
                       " AND step <= ?3 ORDER BY step DESC LIMIT 1",
-    [STMT_WORKER_UPSERT] = "INSERT INTO worker(task_index, local_step, last_seen_ms, incarnation)"
-                           " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(task_index) DO UPDATE SET"
-                           " local_step = excluded.local_step,"
+    /* issue 24: ?5 the cursor, NULL to keep the stored one. */
+    [STMT_WORKER_UPSERT] = "INSERT INTO worker(task_index, local_step, last_seen_ms, incarnation,"
+                           " cursor) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(task_index) DO"
+                           " UPDATE SET local_step = excluded.local_step,"
                            " last_seen_ms = excluded.last_seen_ms,"
-                           " incarnation = excluded.incarnation",
+                           " incarnation = excluded.incarnation,"
+                           " cursor = coalesce(excluded.cursor, worker.cursor)",
     [STMT_LOG_PUT] = "INSERT OR REPLACE INTO step_log(step, var_id, part, pos, task_index,"
                      " local_step) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 };
@@ -1332,14 +1334,26 @@ worker_row(sqlite3_stmt *s, void *rec)
     w->local_step = sqlite3_column_int64(s, 1);
     w->last_seen_ms = sqlite3_column_int64(s, 2);
     w->incarnation = (uint64_t)sqlite3_column_int64(s, 3);
+    /* issue 24: cursor */
+    if (sqlite3_column_type(s, 4) != SQLITE_NULL) {
+        const void *b = sqlite3_column_blob(s, 4);
+        int         n = sqlite3_column_bytes(s, 4);
+        if (n >= 0 && n <= SR_STORE_CURSOR_MAX) { /* longer: not written by us; ignored */
+            w->has_cursor = 1;
+            w->cursor_len = (uint32_t)n;
+            if (n > 0 && b != NULL) {
+                memcpy(w->cursor, b, (size_t)n);
+            }
+        }
+    }
 }
 
 sr_err
 sr_store_list_workers(sr_store *st, sr_store_worker **out, size_t *n)
 {
     return collect_tx(st,
-                      "SELECT task_index, local_step, last_seen_ms, incarnation FROM worker"
-                      " ORDER BY task_index",
+                      "SELECT task_index, local_step, last_seen_ms, incarnation, cursor"
+                      " FROM worker ORDER BY task_index",
                       NULL, 0, sizeof(**out), worker_row, (void **)out, n);
 }
 

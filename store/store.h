@@ -24,7 +24,8 @@
 
 typedef struct sr_store sr_store;
 
-#define SR_STORE_SCHEMA_VERSION      4 /* PRAGMA user_version of this build */
+#define SR_STORE_SCHEMA_VERSION      4    /* PRAGMA user_version of this build */
+#define SR_STORE_CURSOR_MAX          4096 /* issue 24: bytes of a worker's data cursor */
 #define SR_STORE_DEFAULT_CHUNK_BYTES (4u << 20)
 #define SR_STORE_MAX_NAME            255 /* bytes in a variable or slot name */
 
@@ -124,6 +125,13 @@ typedef struct {
     int64_t  local_step;
     int64_t  last_seen_ms; /* wall clock, ms since the epoch */
     uint64_t incarnation;  /* coordinator incarnation that last saw it */
+    /* issue 24: cursor (schema 4).  The worker's data cursor (opaque bytes:
+     * epoch, position, RNG state) of the last step its gradient went into.
+     * Commit: written when has_cursor, else the stored one stays.  List:
+     * has_cursor says whether the row holds one. */
+    int      has_cursor;
+    uint32_t cursor_len; /* <= SR_STORE_CURSOR_MAX */
+    uint8_t  cursor[SR_STORE_CURSOR_MAX];
 } sr_store_worker;
 
 /* One contribution to a step's accumulator, in arrival order. */

@@ -721,6 +721,12 @@ commit_rows(sr_store *st, const sr_store_commit *c)
         sqlite3_bind_int64(s, 2, w->local_step);
         sqlite3_bind_int64(s, 3, w->last_seen_ms);
         sqlite3_bind_int64(s, 4, (sqlite3_int64)w->incarnation);
+        /* issue 24: cursor (NULL keeps the stored one) */
+        if (w->has_cursor && w->cursor_len <= SR_STORE_CURSOR_MAX) {
+            sqlite3_bind_blob(s, 5, w->cursor, (int)w->cursor_len, SQLITE_TRANSIENT);
+        } else {
+            sqlite3_bind_null(s, 5);
+        }
         if ((rc = sr__store_run(st, s, "upsert worker")) != SR_OK) {
             return rc;
         }

@@ -19,7 +19,8 @@
  *   v1         1             the tables of schema_v1 below      migrate_1_2
  *   v2         2             step_log gains `part` (partitions)  migrate_2_3
  *   v3         3             chunk.sum, meta store_id, rollback  migrate_3_4
- *   v4         4             step_replicas, ctl_change (#26)    (current)
+ *   v4         4             member (#23), step_replicas, ctl_change (#26),
+ *                             worker.cursor (#24)                (current)
  *   newer      N+1..1000     refused: SR_EVERSION, nothing written
  *   absurd     > 1000, < 0   a damaged header: SR_ECORRUPT
  *
@@ -324,15 +325,26 @@ migrate_3_4_elastic(sr_store *st)
 static sr_err
 migrate_3_4(sr_store *st)
 {
-    sr_err rc = migrate_3_4_members(st);
-    return rc != SR_OK ? rc : migrate_3_4_elastic(st);
+    sr_err rc;
+
+    /* ---- issue 24: cursor.  A worker's data cursor (opaque bytes, at most
+     * SR_STORE_CURSOR_MAX), committed with the step its gradient went into;
+     * NULL: none stored. */
+    if ((rc = sr__store_exec(st, "ALTER TABLE worker ADD COLUMN cursor BLOB;")) != SR_OK) {
+        return rc;
+    }
+    /* ---- end issue 24 */
+    if ((rc = migrate_3_4_members(st)) != SR_OK) {
+        return rc;
+    }
+    return migrate_3_4_elastic(st);
 }
 
 static const migration migrations[] = {
     {0, "create the schema", migrate_0_1},
     {1, "step log partitions", migrate_1_2},
     {2, "chunk checksums, store id, rollbacks", migrate_2_3},
-    {3, "model packs (members); elastic: step replicas, ctl changes", migrate_3_4},
+    {3, "model packs (members); elastic: step replicas, ctl changes; worker cursors", migrate_3_4},
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SR_STORE_SCHEMA_VERSION,

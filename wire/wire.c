@@ -42,7 +42,7 @@ _Static_assert(HDR_SEQ + 8 == SR_WIRE_HEADER_BYTES, "header fields must fill 56 
 #define PUSH_REP_BYTES  1  /* u8 outcome */
 #define VARS_HDR_BYTES  12 /* i64 global_step, u32 nvars */
 
-#define MAX_TYPE SR_MSG_CTL
+#define MAX_TYPE SR_MSG_CURSOR
 
 _Static_assert(SR_WIRE_MAX_NAME == SR_NAME_MAX, "one limit for names: core/name.h");
 _Static_assert(2 + SR_WIRE_MAX_NAME + 3 + 8 * SR_MAX_NDIM <= SR_WIRE_BODY_MAX,
@@ -671,6 +671,8 @@ sr_wire_type_name(int type)
         return "MODEL";
     case SR_MSG_CTL:
         return "CTL";
+    case SR_MSG_CURSOR:
+        return "CURSOR";
     default:
         return "?";
     }

@@ -47,7 +47,14 @@ typedef enum {
                                (its packs), frame2 places (wire_model.c) */
     SR_MSG_CTL = 13,        /* issue 26: frame1 sr_wire_ctl_req -> frame1 text (the change, or
                                why it was refused); an operator's, not a worker's */
+    /* issue 24: cursor.  frame1 the worker's data cursor (at most
+     * SR_WIRE_CURSOR_MAX bytes) for its gradient of local_step -> header
+     * only; no body: ask -> frame1 the cursor of the last step its gradient
+     * went into (absent: none).  docs/protocol.md, CURSOR. */
+    SR_MSG_CURSOR = 14,
 } sr_wire_type;
+
+#define SR_WIRE_CURSOR_MAX 4096 /* issue 24: bytes of a data cursor */
 
 /* sr_wire_vardesc.flags: SR_DECLARE_NOT_TRAINABLE (0x1, syncrep.h) and: */
 #define SR_WIRE_DECLARE_CHECK_ONLY 0x2u /* DECLARE: never create, only check */

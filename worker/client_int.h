@@ -163,6 +163,15 @@ struct sr_client {
     char            err[1024];
     /* the model declared as a whole (model.c), or NULL */
     sr__model *model;
+    /* issue 24: cursor (client_cursor.c).  `cur` is the data cursor to
+     * resume from (cur_fetch: ask the coordinator first, after HELLO);
+     * `round` the one sent for the round in progress, which becomes `cur`
+     * once a push of the round was counted (accepted or duplicate) with no
+     * resync since (round_counted, round_resyncs: the counts then). */
+    int      cur_fetch, round_set;
+    uint32_t cur_len, round_len;
+    uint64_t round_counted, round_resyncs;
+    uint8_t  cur[SR_WIRE_CURSOR_MAX], round[SR_WIRE_CURSOR_MAX];
 };
 
 /* ---- conn_zmq.c ---- */

@@ -71,6 +71,8 @@ sr__session_hello(sr_client *c)
         c->max_msg = rep.max_message_bytes;
         c->chain_ok = (c->rh.flags & SR_WIRE_F_CHAIN) != 0;
         c->many_ok = (c->rh.flags & SR_WIRE_F_MANY) != 0;
+        c->cur_fetch = 1; /* issue 24: cursor: resume from the coordinator's */
+        c->round_set = 0;
         return SR_OK;
     }
 }

@@ -293,6 +293,29 @@ SR_API void *sr_client_model_value(sr_client *c, size_t i);
  * tensor that is not trainable or is sparse. */
 SR_API void *sr_client_model_grad(sr_client *c, size_t i);
 
+/* ---- issue 24: cursor.  Exactly-once data across restarts
+ * (docs/python.md, Exactly-once data; docs/protocol.md, CURSOR). ---- */
+
+#define SR_CURSOR_MAX 4096 /* bytes of a data cursor */
+
+/* Send this worker's data cursor (opaque bytes, at most SR_CURSOR_MAX:
+ * epoch, position, RNG state ...) for the round it is computing: the
+ * position after this round's samples.  Call it once a round, before the
+ * round's pushes (one round trip).  The coordinator commits it with the
+ * step this round's gradient goes into, and only then: a round whose
+ * pushes are all dropped (stale, or before a coordinator restart) leaves
+ * the cursor where it was.  SR_EINVAL for len > SR_CURSOR_MAX (nothing
+ * sent). */
+SR_API int sr_client_set_cursor(sr_client *c, const void *cursor, size_t len);
+
+/* The cursor to resume from: the one of the last step this worker's
+ * gradient went into (set by sr_client_set_cursor in this process, or, for
+ * a restarted worker and after a coordinator restart, the coordinator's
+ * committed one; one round trip then).  Empty (*len = 0) when none was
+ * ever committed.  Copies it into buf (cap bytes; SR_EINVAL when cap is
+ * smaller, *len untouched) and sets *len. */
+SR_API int sr_client_cursor(sr_client *c, void *buf, size_t cap, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,11 +13,15 @@ coordinator.  The Python client over libsyncrep (docs/python.md).
     weights = syncrep.load("store.db")   # dict of numpy arrays, names as declared
 """
 
+from . import drain
 from ._lib import path as library_path
 from .client import Client
 from .env import place
+from .data import ResumableSampler
+from .drain import Drained
 from .errors import Done, Error, TimeoutError
 from .load import load
 
-__all__ = ["Client", "Error", "TimeoutError", "Done", "place", "library_path", "load"]
+__all__ = ["Client", "Error", "TimeoutError", "Done", "Drained", "ResumableSampler", "drain",
+           "place", "library_path", "load"]
 __version__ = "0.1.0"

@@ -102,7 +102,12 @@ _signatures = {
     "sr_errname": (ctypes.c_char_p, [ctypes.c_int]),
     "sr_strerror": (ctypes.c_char_p, [ctypes.c_int]),
     "sr_errdetail": (ctypes.c_char_p, []),
+    # issue 24: cursor
+    "sr_client_set_cursor": (ctypes.c_int, [_p, ctypes.c_char_p, _sz]),
+    "sr_client_cursor": (ctypes.c_int, [_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)]),
 }
+
+CURSOR_MAX = 4096  # SR_CURSOR_MAX
 for _name, (_res, _args) in _signatures.items():
     _f = getattr(lib, _name)
     _f.restype = _res

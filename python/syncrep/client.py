@@ -287,6 +287,30 @@ class Client:
         self._check(lib.sr_client_global_step(self._handle(), ctypes.byref(g)), "global_step")
         return int(g.value)
 
+    # ---- the data cursor (issue 24; docs/python.md, Exactly-once data) ----
+
+    def set_cursor(self, cursor):
+        """Send this worker's data cursor (``bytes`` of at most 4096: the
+        position after this round's samples) before the round's pushes; it
+        is committed with the step this round's gradient goes into, and
+        only then (one round trip)."""
+        if not isinstance(cursor, (bytes, bytearray, memoryview)):
+            raise invalid("set_cursor: the cursor is bytes, not %s" % type(cursor).__name__)
+        b = bytes(cursor)
+        if len(b) > _lib.CURSOR_MAX:
+            raise invalid("set_cursor: %d bytes, at most %d" % (len(b), _lib.CURSOR_MAX))
+        self._check(lib.sr_client_set_cursor(self._handle(), b, len(b)), "set_cursor")
+
+    def cursor(self):
+        """The cursor to resume from (``bytes``; ``b""`` when none was ever
+        committed): of the last step this worker's gradient went into, the
+        coordinator's after a restart of either."""
+        buf = ctypes.create_string_buffer(_lib.CURSOR_MAX)
+        n = ctypes.c_size_t(0)
+        self._check(lib.sr_client_cursor(self._handle(), buf, _lib.CURSOR_MAX, ctypes.byref(n)),
+                    "cursor")
+        return buf.raw[:n.value]
+
     def stats(self):
         """What the coordinator answered to this client's pushes, and more:
         a dict of pushes, accepted, stale, duplicate, resyncs, resends,

@@ -24,6 +24,15 @@ its own, as ``DistributedDataParallel(broadcast_buffers=False)`` would.
 Parameters must be float32 or float64; anything else is refused here, not
 mid-training.  docs/python.md has the mapping from torch.optim settings.
 
+SIGTERM drains: ``SyncReplicas`` installs ``syncrep.drain`` (main thread),
+so a SIGTERM lets the round in progress finish (its pushes, its token, the
+new values) and then ``step()`` raises ``syncrep.Drained``, a
+``SystemExit(0)``: the worker exits 0 having lost nothing
+(``drain_on_sigterm=False`` leaves SIGTERM alone).
+
+``ResumableSampler`` (``syncrep.data``): exactly-once data across restarts
+for a ``DataLoader``'s ``batch_sampler``.
+
 ``load_into(model, "store.db")`` loads a trained model's parameters (of the
 latest step, or a retained ``step=``) from a store, an ``.npz`` or a
 ``.safetensors`` export into a module, for evaluation or inference.
@@ -32,6 +41,8 @@ latest step, or a retained ``step=``) from a store, an ``.npz`` or a
 import numpy as np
 import torch
 
+from . import drain
+from .data import ResumableSampler  # noqa: F401 (re-exported: syncrep.torch.ResumableSampler)
 from .errors import invalid
 from .load import load as _load
 
@@ -51,7 +62,9 @@ class SyncReplicas:
     """Replaces ``optimizer.step()`` in a PyTorch loop with a synchronous
     step of a syncrep job (see the module's text)."""
 
-    def __init__(self, model, client, chief=None):
+    def __init__(self, model, client, chief=None, drain_on_sigterm=True):
+        if drain_on_sigterm:
+            drain.install()
         self.model = model
         self.client = client
         self.chief = client.task_index == 0 if chief is None else bool(chief)
@@ -115,10 +128,14 @@ class SyncReplicas:
 
     def step(self):
         """Push this round's gradients, take the token, load the new values.
-        Returns the new local step."""
+        Returns the new local step.  After a SIGTERM (``syncrep.drain``) the
+        round still completes, then ``syncrep.Drained`` (exit status 0) is
+        raised.  The one place a round's pushes, token and pull happen."""
         self._push()
         step = self.client.step()
         self.load()
+        if drain.requested():
+            raise drain.Drained()
         return step
 
 

@@ -507,8 +507,12 @@ commit_once(run *r, ctensor *t, size_t n, int64_t g, unsigned seed, const char *
         ts[i] = (sr_store_tensor){t[i].v.id, t[i].slot, t[i].data, nb, t[i].dirty};
         log[i] = (sr_store_contrib){g0, t[i].v.id, 0, (int32_t)i, 3, g0};
     }
-    w[0] = (sr_store_worker){0, g, 1000, r->info.incarnation};
-    w[1] = (sr_store_worker){7, g0, 2000, r->info.incarnation};
+    w[0] = (sr_store_worker){
+        .task_index = 0, .local_step = g, .last_seen_ms = 1000, .incarnation = r->info.incarnation};
+    w[1] = (sr_store_worker){.task_index = 7,
+                             .local_step = g0,
+                             .last_seen_ms = 2000,
+                             .incarnation = r->info.incarnation};
     c.global_step = g;
     c.tensors = ts;
     c.ntensors = n;

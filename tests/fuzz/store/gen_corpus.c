@@ -318,7 +318,10 @@ build(const char *path, store_kind kind, int keep)
             t[nt++] = (sr_store_tensor){counter, NULL, cnt, sizeof(cnt), NULL};
         }
         for (int i = 0; i < 3; i++) {
-            w[i] = (sr_store_worker){i, g - (i == 2), 1700000000000 + g * 10 + i, inc};
+            w[i] = (sr_store_worker){.task_index = i,
+                                     .local_step = g - (i == 2),
+                                     .last_seen_ms = 1700000000000 + g * 10 + i,
+                                     .incarnation = inc};
         }
         log[0] = (sr_store_contrib){g - 1, kernel, 0, 0, 0, g - 1};
         log[1] = (sr_store_contrib){g - 1, kernel, 0, 1, 1, g - 1};

@@ -403,6 +403,8 @@ request_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
     case SR_MSG_BYE:
     case SR_MSG_FINISH:
         return nb == 0;
+    case SR_MSG_CURSOR: /* issue 24: ask, or give a cursor */
+        return nb == 0 || (nb == 1 && body[0].len <= SR_WIRE_CURSOR_MAX);
     case SR_MSG_DECLARE:
         if (nb < 1 || sr_wire_vardesc_decode(body[0].p, body[0].len, &v) != SR_OK ||
             !name_ok(v.name)) {
@@ -465,6 +467,8 @@ reply_ok(unsigned type, unsigned flags, const frame *body, size_t nb)
                sr_wire_places_decode(body[1].p, body[1].len, pl,
                                      body[1].len / SR_WIRE_PLACE_BYTES) == SR_OK;
     }
+    case SR_MSG_CURSOR: /* issue 24 */
+        return nb <= 1 && (nb == 0 || body[0].len <= SR_WIRE_CURSOR_MAX);
     case SR_MSG_HELLO:
         return nb == 1 && sr_wire_hello_rep_decode(body[0].p, body[0].len, &hello) == SR_OK;
     case SR_MSG_READY:

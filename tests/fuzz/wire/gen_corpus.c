@@ -976,7 +976,7 @@ emit_malformed(void)
     emit_poke("bad-header-version-1", req_ping, 0, 4, 1);
     emit_poke("bad-header-version-3", req_ping, 0, 4, 3);
     emit_poke("bad-header-type-0", req_hello, 0, 5, 0);
-    emit_poke("bad-header-type-14", req_hello, 0, 5, SR_MSG_CTL + 1);
+    emit_poke("bad-header-type-15", req_hello, 0, 5, SR_MSG_CURSOR + 1);
     emit_poke("bad-header-type-reply-0", rep_ping, 0, 5, SR_WIRE_REPLY);
     emit_poke("bad-header-type-0xff", rep_ping, 0, 5, 0xff);
     req_token(&m);

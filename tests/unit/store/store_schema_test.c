@@ -162,6 +162,7 @@ test_schema_v1_step_log_migrates_with_part_0(void **state)
                       "ALTER TABLE chunk DROP COLUMN sum; DROP TABLE rollback;"
                       "DROP TABLE step_replicas; DROP TABLE ctl_change; DROP TABLE member;"
                       "DELETE FROM meta WHERE key = 'store_id';"
+                      "ALTER TABLE worker DROP COLUMN cursor;" /* issue 24 */
                       "PRAGMA user_version = 1;");
     assert_sr_err(sr_store_open(f->path, &ro, &st), SR_ENOTSUP);
     assert_int_equal(sql_i64(f->path, "PRAGMA user_version"), 1);

@@ -245,7 +245,9 @@ test_sum_v2_store_migrates_with_checksums(void **state)
     make_store(f->path, &w_id, &b_id);
     sql_exec(f->path, "ALTER TABLE chunk DROP COLUMN sum; DROP TABLE rollback;"
                       "DROP TABLE step_replicas; DROP TABLE ctl_change; DROP TABLE member;"
-                      "DELETE FROM meta WHERE key = 'store_id'; PRAGMA user_version = 2;");
+                      "DELETE FROM meta WHERE key = 'store_id';"
+                      "ALTER TABLE worker DROP COLUMN cursor;" /* issue 24 */
+                      "PRAGMA user_version = 2;");
     assert_sr_err(sr_store_open(f->path, &ro, &st), SR_ENOTSUP);
     st = open_small(f->path, CHUNK, 3);
     sr_store_close(st);

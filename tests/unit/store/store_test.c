@@ -355,7 +355,9 @@ test_store_records_incarnations_config_workers_log_roundtrip(void **state)
     assert_sr_ok(sr_store_declare(st, "w", SR_FLOAT32, 1, shape, 1, v, sizeof(v), &id, NULL));
     assert_sr_ok(sr_store_set_ready(st));
     for (int64_t g = 1; g <= 3; g++) {
-        sr_store_worker w[2] = {{1, g, 1000 + g, inc}, {0, g - 1, 2000 + g, inc}};
+        sr_store_worker w[2] = {
+            {.task_index = 1, .local_step = g, .last_seen_ms = 1000 + g, .incarnation = inc},
+            {.task_index = 0, .local_step = g - 1, .last_seen_ms = 2000 + g, .incarnation = inc}};
         /* Two partitions of w: elements [0, 2) and [2, 4). */
         sr_store_contrib l[3] = {
             {g - 1, id, 2, 0, 0, g - 1}, {g - 1, id, 0, 0, 1, g - 1}, {g - 1, id, 0, 1, 0, g - 1}};

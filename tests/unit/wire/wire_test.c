@@ -306,7 +306,7 @@ test_wire_header_unknown_type_is_eproto(void **state)
     (void)state;
 
     const uint8_t bad[] = {
-        0, SR_MSG_CTL + 1, 0x7f, SR_WIRE_REPLY, SR_WIRE_REPLY | (SR_MSG_CTL + 1), 0xff};
+        0, SR_MSG_CURSOR + 1, 0x7f, SR_WIRE_REPLY, SR_WIRE_REPLY | (SR_MSG_CURSOR + 1), 0xff};
     for (size_t i = 0; i < sizeof(bad); i++) {
         h.type = bad[i];
         sr_wire_header_encode(&h, buf);
@@ -1048,6 +1048,8 @@ test_wire_type_name_known_and_unknown_named(void **state)
     assert_string_equal(sr_wire_type_name(SR_MSG_FINISH), "FINISH");
     assert_string_equal(sr_wire_type_name(SR_MSG_CTL), "CTL");
     assert_string_equal(sr_wire_type_name(SR_MSG_CTL + 1), "?");
+    assert_string_equal(sr_wire_type_name(SR_MSG_CURSOR), "CURSOR");
+    assert_string_equal(sr_wire_type_name(SR_MSG_CURSOR + 1), "?");
     assert_string_equal(sr_wire_type_name((int)SR_WIRE_REPLY), "?");
     assert_string_equal(sr_wire_type_name(-1), "?");
     assert_string_equal(sr_wire_type_name(0x101), "?");
