@@ -37,6 +37,22 @@ class Options(ctypes.Structure):
     ]
 
 
+class TensorSpec(ctypes.Structure):
+    """``sr_tensor_spec`` (include/syncrep/syncrep.h, the model API)."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("initial_value", ctypes.c_void_p),
+        ("flags", ctypes.c_uint),
+    ]
+
+
+DECLARE_NOT_TRAINABLE, DECLARE_SPARSE = 0x1, 0x8
+
+
 class Stats(ctypes.Structure):
     """``sr_client_stats``."""
 
@@ -102,6 +118,10 @@ _signatures = {
     "sr_errname": (ctypes.c_char_p, [ctypes.c_int]),
     "sr_strerror": (ctypes.c_char_p, [ctypes.c_int]),
     "sr_errdetail": (ctypes.c_char_p, []),
+    # issue 23: the model as the unit of a step
+    "sr_client_declare_model": (ctypes.c_int, [_p, _sz, ctypes.POINTER(TensorSpec)]),
+    "sr_client_model_pull": (ctypes.c_int, [_p, ctypes.POINTER(_p)]),
+    "sr_client_model_step": (ctypes.c_int, [_p, ctypes.POINTER(_p), ctypes.POINTER(_p)]),
     # issue 24: cursor
     "sr_client_set_cursor": (ctypes.c_int, [_p, ctypes.c_char_p, _sz]),
     "sr_client_cursor": (ctypes.c_int, [_p, ctypes.c_char_p, _sz, ctypes.POINTER(_sz)]),

@@ -66,6 +66,7 @@ class Client:
         if timeout is None or timeout <= 0:
             raise invalid("timeout must be > 0 seconds, not %r" % (timeout,))
         self._vars = {}
+        self._model = None  # [(name, _Var)] in the declared order (declare_model)
         self._c = ctypes.c_void_p()
         self._keep = [s.encode() if s is not None else None
                       for s in (endpoint, server_public_key, public_key, secret_key)]
@@ -145,6 +146,91 @@ class Client:
                                               0 if trainable else _NOT_TRAINABLE),
                     "declare %s" % name)
         self._vars[name] = _Var(dtype, shape, trainable)
+
+    def declare_model(self, tensors, frozen=(), sparse=()):
+        """Declare a whole model (the model API, issue 23): ``tensors`` is an
+        ordered iterable of ``(name, array)`` pairs (the chief's arrays are the
+        initial values; another worker's give dtype and shape).  Names in
+        ``frozen`` are not trainable; names in ``sparse`` stay variables of
+        their own, pushed with ``push_sparse`` before ``model_step``.  The
+        coordinator keeps the others in a few large packs, so one
+        ``model_step`` per round costs what the model's bytes cost.  Later
+        model calls take lists in this order."""
+        if self._model is not None:
+            raise invalid("declare_model: this client has declared its model")
+        items = [(n, np.ascontiguousarray(a)) for n, a in tensors]
+        frozen, sparse = set(frozen), set(sparse)
+        names = [n for n, _ in items]
+        for n in frozen | sparse:
+            if n not in names:
+                raise invalid("declare_model: %s is not one of the model's tensors" % n)
+        specs = (_lib.TensorSpec * max(1, len(items)))()
+        keep = []
+        for i, (n, a) in enumerate(items):
+            code = _dtype_code(a.dtype, "declare_model %s" % n)
+            if a.ndim > 8:
+                raise invalid("declare_model %s: %d dimensions, at most 8" % (n, a.ndim))
+            dims = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
+            nb = _name_bytes(n)
+            keep += [dims, nb, a]
+            flags = (_lib.DECLARE_NOT_TRAINABLE if n in frozen else 0) | \
+                (_lib.DECLARE_SPARSE if n in sparse else 0)
+            specs[i] = _lib.TensorSpec(nb, code, a.ndim, dims, a.ctypes.data, flags)
+        self._check(lib.sr_client_declare_model(self._handle(), len(items), specs),
+                    "declare_model")
+        for n, a in items:
+            trainable = n not in frozen and a.dtype in (np.float32, np.float64)
+            self._vars[n] = _Var(a.dtype, a.shape, trainable)
+        self._model = [(n, self._vars[n]) for n, _ in items]
+
+    def _model_arrays(self, arrs, what, out):
+        if self._model is None:
+            raise invalid("%s: no model declared (declare_model)" % what)
+        if arrs is None:
+            return [None] * len(self._model)
+        arrs = list(arrs)
+        if len(arrs) != len(self._model):
+            raise invalid("%s: %d arrays for a model of %d tensors" % (what, len(arrs),
+                                                                        len(self._model)))
+        res = []
+        for (n, v), a in zip(self._model, arrs):
+            if a is None:
+                res.append(None)
+                continue
+            if not isinstance(a, np.ndarray) or a.dtype != v.dtype or a.shape != v.shape or \
+                    not a.flags.c_contiguous or (out and not a.flags.writeable):
+                raise invalid("%s %s: a %s C-contiguous%s array of %s%s" %
+                              (what, n, "writable" if out else "", "", v.dtype, list(v.shape)))
+            res.append(a)
+        return res
+
+    @staticmethod
+    def _pointers(arrs):
+        return (ctypes.c_void_p * max(1, len(arrs)))(
+            *[a.ctypes.data if a is not None else None for a in arrs])
+
+    def model_pull(self, outs=None):
+        """Every tensor's current value, in the declared order: new arrays, or
+        written into ``outs`` (which are returned)."""
+        if self._model is None:
+            raise invalid("model_pull: no model declared (declare_model)")
+        if outs is None:
+            outs = [np.empty(v.shape, v.dtype) for _, v in self._model]
+        outs = self._model_arrays(outs, "model_pull", True)
+        self._check(lib.sr_client_model_pull(self._handle(), self._pointers(outs)), "model_pull")
+        return outs
+
+    def model_step(self, grads, outs=None):
+        """One round of the whole model: push ``grads`` (in the declared
+        order; None for a tensor without a gradient, or not trainable), take
+        the step's token, and write the fresh values into ``outs`` (None
+        entries are skipped).  Raises as ``step()`` does (``syncrep.Done``
+        when the job has ended)."""
+        g = self._model_arrays(grads, "model_step", False)
+        o = self._model_arrays(outs, "model_step", True)
+        self._check(lib.sr_client_model_step(self._handle(), self._pointers(g),
+                                             self._pointers(o)), "model_step")
+        return self.local_step
 
     def ready(self):
         """The chief marks the model ready; the other workers wait for that."""
