@@ -126,9 +126,22 @@ static size_t
 workers(const char *json, wrow *rows, size_t cap)
 {
     const char *w = strstr(json, "\"workers\":[");
+    const char *stop = w;
     size_t      n = 0;
+    int         depth = 0, quoted = 0;
 
-    while (w != NULL && n < cap && (w = strstr(w, "{\"task_index\":")) != NULL) {
+    /* The array's end (the "elastic" section lists members by task_index too). */
+    for (; stop != NULL && *stop != '\0'; stop++) {
+        if (*stop == '"' && stop[-1] != '\\') {
+            quoted = !quoted;
+        } else if (!quoted && (*stop == '[' || *stop == '{')) {
+            depth++;
+        } else if (!quoted && (*stop == ']' || *stop == '}') && --depth == 0) {
+            break;
+        }
+    }
+    while (w != NULL && n < cap && (w = strstr(w, "{\"task_index\":")) != NULL &&
+           (stop == NULL || w < stop)) {
         const char *end = strchr(w, '}');
         char        b[16];
         wrow       *r = &rows[n++];

@@ -128,6 +128,9 @@ test_status_curve_options_env_and_watch(void **state)
     assert_non_null(strstr(out, "global step 4 (committed 4)"));
     assert_non_null(strstr(out, "accumulators (step 4): x 0/1"));
     assert_non_null(strstr(out, "accepted 3, stale 0, duplicate 0, rejected 1 (non-finite 1)"));
+    if (strstr(out, "workers live 1 of 1") == NULL) {
+        fprintf(stderr, "status said:\n%s\n", out);
+    }
     assert_non_null(strstr(out, "workers live 1 of 1"));
 
     /* Keys from the environment, with --json. */

@@ -1047,7 +1047,7 @@ test_wire_type_name_known_and_unknown_named(void **state)
     assert_string_equal(sr_wire_type_name(0), "?");
     assert_string_equal(sr_wire_type_name(SR_MSG_FINISH), "FINISH");
     assert_string_equal(sr_wire_type_name(SR_MSG_CTL), "CTL");
-    assert_string_equal(sr_wire_type_name(SR_MSG_CTL + 1), "?");
+    assert_string_equal(sr_wire_type_name(SR_MSG_MODEL), "MODEL");
     assert_string_equal(sr_wire_type_name(SR_MSG_CURSOR), "CURSOR");
     assert_string_equal(sr_wire_type_name(SR_MSG_CURSOR + 1), "?");
     assert_string_equal(sr_wire_type_name((int)SR_WIRE_REPLY), "?");
