@@ -111,7 +111,9 @@ adopt_members(coord *c, const sr_store_member *m, size_t n)
         p->nmembers++;
         c->members[c->nmembers++] = (cmember){m[i]};
     }
-    qsort(c->members, c->nmembers, sizeof(*c->members), member_cmp);
+    if (c->nmembers > 1) {
+        qsort(c->members, c->nmembers, sizeof(*c->members), member_cmp);
+    }
     return SR_OK;
 }
 

@@ -111,6 +111,7 @@ test_chaos_report_legend_fits_stops_bands_markers(void **state)
     free(svg);
     free(c);
     sr_test_rmdir_rf(dir);
+    free(dir);
 }
 
 static void
@@ -140,6 +141,7 @@ test_chaos_report_interrupted_run_says_so(void **state)
     free(txt);
     free(c);
     sr_test_rmdir_rf(dir);
+    free(dir);
 }
 
 int
