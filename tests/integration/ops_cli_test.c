@@ -88,6 +88,7 @@ test_ops_bind_refused_in_words_no_store(void **state)
     expect_bind_refused(dir, "udp://127.0.0.1:7999", "unknown transport 'udp'");
     expect_bind_refused(dir, "tcp://192.0.2.1:7999", "is not an address of this machine");
     sr_test_rmdir_rf(dir);
+    free(dir);
 }
 
 /* --version prints project()'s version; help COMMAND prints that command's
@@ -124,6 +125,7 @@ test_ops_version_and_help_command(void **state)
                      2);
     assert_non_null(strstr(out, "unknown option '--bogus'"));
     sr_test_rmdir_rf(dir);
+    free(dir);
 }
 
 /* A store with variables "keep" and "junk" (the second with a momentum
@@ -244,6 +246,7 @@ test_ops_store_drop_variable(void **state)
         run_syncrep(dir, out, sizeof(out), (const char *const[]){"store", "verify", path, NULL}),
         0);
     sr_test_rmdir_rf(dir);
+    free(dir);
 }
 
 static int64_t
@@ -333,6 +336,7 @@ test_ops_store_vacuum_shrinks_after_retention(void **state)
     free(v);
     free(got);
     sr_test_rmdir_rf(dir);
+    free(dir);
 }
 
 int
