@@ -128,19 +128,28 @@ piggyback_ok(const coord *c)
     return c->nvars > 0 && c->total_var_bytes <= c->o->piggyback_max_bytes;
 }
 
-void
-sr__coord_encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f)
+/* A vardesc frame (into buf) of a name, dtype, trainability and shape. */
+static void
+encode_desc(const char *name, int dtype, int trainable, int ndim, const int64_t *shape,
+            uint8_t *buf, size_t cap, frame *f)
 {
     sr_wire_vardesc d;
 
     memset(&d, 0, sizeof(d));
-    memcpy(d.name, v->meta.name, sizeof(d.name));
-    d.dtype = (uint8_t)v->meta.dtype;
-    d.flags = v->meta.trainable ? 0 : SR_DECLARE_NOT_TRAINABLE;
-    d.ndim = (uint8_t)v->meta.ndim;
-    memcpy(d.shape, v->meta.shape, sizeof(d.shape));
+    snprintf(d.name, sizeof(d.name), "%s", name);
+    d.dtype = (uint8_t)dtype;
+    d.flags = trainable ? 0 : SR_DECLARE_NOT_TRAINABLE;
+    d.ndim = (uint8_t)ndim;
+    memcpy(d.shape, shape, sizeof(d.shape));
     f->data = buf;
     f->len = sr_wire_vardesc_encode(&d, buf, cap);
+}
+
+void
+sr__coord_encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f)
+{
+    encode_desc(v->meta.name, v->meta.dtype, v->meta.trainable, v->meta.ndim, v->meta.shape, buf,
+                cap, f);
 }
 
 /* The TOKEN reply: the token's value in the header; with `want` and a
@@ -207,16 +216,7 @@ sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *
 void
 sr__coord_encode_member_desc(const cmember *m, uint8_t *buf, size_t cap, frame *f)
 {
-    sr_wire_vardesc d;
-
-    memset(&d, 0, sizeof(d));
-    memcpy(d.name, m->m.name, sizeof(d.name));
-    d.dtype = (uint8_t)m->m.dtype;
-    d.flags = m->m.trainable ? 0 : SR_DECLARE_NOT_TRAINABLE;
-    d.ndim = (uint8_t)m->m.ndim;
-    memcpy(d.shape, m->m.shape, sizeof(d.shape));
-    f->data = buf;
-    f->len = sr_wire_vardesc_encode(&d, buf, cap);
+    encode_desc(m->m.name, m->m.dtype, m->m.trainable, m->m.ndim, m->m.shape, buf, cap, f);
 }
 
 void
