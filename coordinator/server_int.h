@@ -94,6 +94,9 @@ typedef struct cvar {
     size_t    nchunks;
     uint64_t  chunk_elems;
     int       dirty_any;
+    /* Token deltas (issue 23): a client holding the values of global step
+     * fresh_from or later holds this value (the step it changed in, + 1). */
+    int64_t fresh_from;
 } cvar;
 
 /* A pull reply ZeroMQ is still sending: it holds a reference on a value,
@@ -124,6 +127,7 @@ typedef struct client {
     uint64_t parked_req;
     uint64_t parked_order; /* FIFO among parked clients */
     int      parked_want;  /* the parked TOKEN asked for the variables */
+    int64_t  parked_have;  /* ... holding those of this global step (SR_WIRE_F_HAVE_VARS), or -1 */
     int64_t  last_seen_ms; /* monotonic */
     /* Push answers held back (sr__coord_flush_held): a worker pushes, then asks for
      * its token; both answers leave together, one wake-up for the worker. */
@@ -293,12 +297,15 @@ typedef struct coord {
     int64_t              last_rate_ms, last_rate_step;
     int64_t              last_shared_check_ms;
     uint64_t             malformed;
-    uint64_t             refused;   /* requests from clients outside the job (sr__coord_admit) */
-    uint64_t             nonfinite; /* gradients refused for NaN or Inf */
-    int64_t              nonfinite_logged_step; /* COORD-NONFINITE logged for this step + 1 */
-    int64_t              last_refused_log_ms;
-    uint64_t             max_var_bytes; /* the largest variable's size */
-    int64_t              max_msg;       /* ZMQ_MAXMSGSIZE, announced in HELLO replies */
+    /* Token replies' piggybacked variables (issue 23): sent whole, as deltas,
+     * the variables and bytes they carried. */
+    uint64_t piggy_whole, piggy_delta, piggy_vars, piggy_bytes;
+    uint64_t refused;               /* requests from clients outside the job (sr__coord_admit) */
+    uint64_t nonfinite;             /* gradients refused for NaN or Inf */
+    int64_t  nonfinite_logged_step; /* COORD-NONFINITE logged for this step + 1 */
+    int64_t  last_refused_log_ms;
+    uint64_t max_var_bytes; /* the largest variable's size */
+    int64_t  max_msg;       /* ZMQ_MAXMSGSIZE, announced in HELLO replies */
     /* The chief's declaration whose initial value is arriving in parts
      * (DECLARE flagged SR_WIRE_DECLARE_PART): its descriptor, the value's
      * buffer (NULL: none) and how many of its first bytes have arrived. */

@@ -356,6 +356,7 @@ sr__coord_add_var(coord *c, const sr_store_var *meta, vbuf *vb, int load_slots)
     v->meta = *meta;
     v->vb = vb;
     v->value = vb->data;
+    v->fresh_from = c->global_step + 1; /* new to every client (token deltas) */
     if ((rc = chunk_layout(c, v)) != SR_OK || (rc = alloc_slots(c, v)) != SR_OK) {
         goto fail;
     }

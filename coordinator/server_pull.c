@@ -133,9 +133,18 @@ sr__coord_handle_token(coord *c, req_ctx *r)
     if (cl->parked && cl->parked_req == r->h.request_id) {
         return; /* still waiting; last_seen was refreshed */
     }
+    sr_wire_have have = {-1};
+    if ((r->h.flags & SR_WIRE_F_HAVE_VARS) &&
+        (r->nbody != 1 || sr_wire_have_decode(zmq_msg_data(&r->body[0]), zmq_msg_size(&r->body[0]),
+                                              &have) != SR_OK)) {
+        REPLY_ERR(r, SR_EPROTO, "token: SR_WIRE_F_HAVE_VARS needs one 8-byte frame: %s",
+                  r->nbody != 1 ? "no such frame" : sr_errdetail());
+        return;
+    }
     cl->parked = 1;
     cl->parked_req = r->h.request_id;
     cl->parked_want = (r->h.flags & SR_WIRE_F_WANT_VARS) != 0;
+    cl->parked_have = have.global_step;
     cl->parked_order = ++c->park_counter;
     sr__coord_serve_parked(c);
 }

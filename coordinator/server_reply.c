@@ -152,16 +152,33 @@ sr__coord_encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f)
                 cap, f);
 }
 
+/* The variables a TOKEN reply to cl carries after the vars header: every
+ * one, or (a delta: cl holds the values of global step `have`) those
+ * changed since.  The count. */
+static uint32_t
+token_vars(const coord *c, int64_t have)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < c->nvars; i++) {
+        n += have < 0 || c->vars[i].fresh_from > have;
+    }
+    return n;
+}
+
 /* The TOKEN reply: the token's value in the header; with `want` and a
- * small model, the current variables after it. 0, or -1 if the peer is gone. */
+ * small model, the current variables after it (only those changed since the
+ * step whose values the parked request holds: SR_WIRE_F_HAVE_VARS).  0, or
+ * -1 if the peer is gone. */
 int
 sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want)
 {
     sr_wire_header   h;
-    sr_wire_vars_hdr vh = {c->global_step, (uint32_t)c->nvars};
+    int              vars = want && piggyback_ok(c);
+    int64_t          have = vars && cl->parked_have <= c->global_step ? cl->parked_have : -1;
+    sr_wire_vars_hdr vh = {c->global_step, vars ? token_vars(c, have) : 0};
+    uint16_t         flags = have >= 0 ? SR_WIRE_F_HAVE_VARS : 0;
     uint8_t          vb[16], db[SR_WIRE_BODY_MAX];
     frame            f;
-    int              vars = want && piggyback_ok(c);
 
     memset(&h, 0, sizeof(h));
     h.type = SR_MSG_TOKEN;
@@ -175,12 +192,12 @@ sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token,
             return -1;
         }
         sr__coord_send_held(c, cl, HELD_BEFORE_REPLY);
-        if (sr__coord_send_hdr(c, &h, SR_OK, token, 0, vars) != 0) {
+        if (sr__coord_send_hdr(c, &h, SR_OK, token, flags, vars) != 0) {
             return -1;
         }
     } else {
         sr__coord_flush_held(c, cl);
-        if (sr__coord_send_head(c, cl->rid, cl->rid_len, &h, SR_OK, token, 0, vars) != 0) {
+        if (sr__coord_send_head(c, cl->rid, cl->rid_len, &h, SR_OK, token, flags, vars) != 0) {
             return -1;
         }
     }
@@ -189,12 +206,20 @@ sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token,
     }
     /* The rest goes into the same pipe as the first frames: ZeroMQ delivers
      * a multipart message whole or not at all. */
-    sr__coord_send(c, vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb)), ZMQ_SNDMORE);
-    for (size_t i = 0; i < c->nvars; i++) {
+    sr__coord_send(c, vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb)),
+                   vh.nvars > 0 ? ZMQ_SNDMORE : 0);
+    for (size_t i = 0, sent = 0; i < c->nvars; i++) {
+        if (have >= 0 && c->vars[i].fresh_from <= have) {
+            continue;
+        }
         sr__coord_encode_vardesc(&c->vars[i], db, sizeof(db), &f);
         sr__coord_send(c, f.data, f.len, ZMQ_SNDMORE);
-        sr__coord_send_value_frame(c, &c->vars[i], i + 1 == c->nvars, NULL);
+        sr__coord_send_value_frame(c, &c->vars[i], ++sent == vh.nvars, NULL);
+        c->piggy_bytes += c->vars[i].meta.nbytes;
     }
+    c->piggy_vars += vh.nvars;
+    c->piggy_whole += have < 0;
+    c->piggy_delta += have >= 0;
     return 0;
 }
 

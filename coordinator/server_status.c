@@ -147,6 +147,10 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
                      atomic_load(&c->commits), sr__coord_commit_mean_ms(c),
                      atomic_load(&c->commit_max_us) / 1000.0,
                      atomic_load(&c->commit_last_us) / 1000.0, atomic_load(&c->commit_failures));
+    sr_strbuf_printf(b,
+                     ",\"token_piggyback\":{\"whole\":%" PRIu64 ",\"delta\":%" PRIu64
+                     ",\"variables\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+                     c->piggy_whole, c->piggy_delta, c->piggy_vars, c->piggy_bytes);
     sr__coord_members_json(c, b);        /* issue 26: elastic */
     sr__coord_metrics_status_json(c, b); /* issue 26: the metrics' fields, and the closing } */
 }

@@ -171,6 +171,7 @@ apply_var(coord *c, cvar *v, int64_t t, const sr_optim *so)
         }
     }
     v->dirty_any = 1;
+    v->fresh_from = c->global_step + 1;
 }
 
 /* The commit policy, after step g's apply (global_step is now g + 1):

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/mem.h"
 #include "core/text.h"
 #include "store/store_int.h"
 
@@ -34,6 +35,10 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_VARS] = "SELECT id, name, dtype, ndim, shape, nbytes, chunk_bytes, trainable,"
                   " created_step FROM variable ORDER BY id",
     [STMT_TENSORS] = "SELECT id, var_id, slot, created_step FROM tensor ORDER BY var_id, slot",
+    [STMT_VAR_ONE] = "SELECT id, name, dtype, ndim, shape, nbytes, chunk_bytes, trainable,"
+                     " created_step FROM variable WHERE id = ?1",
+    [STMT_TENSORS_OF] = "SELECT id, var_id, slot, created_step FROM tensor WHERE var_id = ?1"
+                        " ORDER BY slot",
     [STMT_VAR_INSERT] = "INSERT INTO variable(name, dtype, ndim, shape, nbytes, chunk_bytes,"
                         " trainable, created_step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [STMT_TENSOR_INSERT] = "INSERT INTO tensor(var_id, slot, created_step) VALUES (?1, ?2, ?3)",
@@ -398,6 +403,8 @@ sr__store_cache_drop(sr_store *st)
     st->vars = NULL;
     st->ntensors = 0;
     st->nvars = 0;
+    st->cap_vars = 0;
+    st->cap_tensors = 0;
     st->cache_ok = 0;
 }
 
@@ -468,69 +475,90 @@ var_from_row(sr_store *st, sqlite3_stmt *s, store_var *out)
     return SR_OK;
 }
 
+/* Append the rows of vs (variables, by id) and ts (tensors, by (var_id,
+ * slot)) to the cache; both are reset. */
 static sr_err
-cache_fill(sr_store *st)
+cache_append(sr_store *st, sqlite3_stmt *vs, sqlite3_stmt *ts)
 {
-    sqlite3_stmt *s;
-    sr_err        rc;
-    int           r;
-    size_t        cap = 0;
+    int r;
 
-    if ((rc = sr__store_stmt(st, STMT_VARS, &s)) != SR_OK) {
-        return rc;
-    }
-    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-        if (st->nvars == cap) {
-            size_t     ncap = cap ? cap * 2 : 16;
-            store_var *p = realloc(st->vars, ncap * sizeof(*p));
-            if (p == NULL) {
-                sqlite3_reset(s);
-                return sr__store_fail(st, SR_ENOMEM, "variable cache");
-            }
-            st->vars = p;
-            cap = ncap;
+    while ((r = sqlite3_step(vs)) == SQLITE_ROW) {
+        store_var *p = sr_grow_array(st->vars, &st->cap_vars, st->nvars + 1, sizeof(*p));
+        sr_err     rc;
+        if (p == NULL) {
+            sqlite3_reset(vs);
+            return sr__store_fail(st, SR_ENOMEM, "variable cache");
         }
-        if ((rc = var_from_row(st, s, &st->vars[st->nvars])) != SR_OK) {
-            sqlite3_reset(s);
+        st->vars = p;
+        if ((rc = var_from_row(st, vs, &st->vars[st->nvars])) != SR_OK) {
+            sqlite3_reset(vs);
             return rc;
         }
         st->nvars++;
     }
-    sqlite3_reset(s);
+    sqlite3_reset(vs);
     if (r != SQLITE_DONE) {
         return sr__store_sqlerr(st, r, "read variables");
     }
-    if ((rc = sr__store_stmt(st, STMT_TENSORS, &s)) != SR_OK) {
-        return rc;
-    }
-    cap = 0;
-    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-        const char *slot = (const char *)sqlite3_column_text(s, 2);
-        if (st->ntensors == cap) {
-            size_t        ncap = cap ? cap * 2 : 16;
-            store_tensor *p = realloc(st->tensors, ncap * sizeof(*p));
-            if (p == NULL) {
-                sqlite3_reset(s);
-                return sr__store_fail(st, SR_ENOMEM, "tensor cache");
-            }
-            st->tensors = p;
-            cap = ncap;
+    while ((r = sqlite3_step(ts)) == SQLITE_ROW) {
+        const char   *slot = (const char *)sqlite3_column_text(ts, 2);
+        store_tensor *p =
+            sr_grow_array(st->tensors, &st->cap_tensors, st->ntensors + 1, sizeof(*p));
+        if (p == NULL) {
+            sqlite3_reset(ts);
+            return sr__store_fail(st, SR_ENOMEM, "tensor cache");
         }
+        st->tensors = p;
         store_tensor *t = &st->tensors[st->ntensors];
-        t->id = sqlite3_column_int64(s, 0);
-        t->var_id = sqlite3_column_int64(s, 1);
-        t->created_step = sqlite3_column_int64(s, 3);
+        t->id = sqlite3_column_int64(ts, 0);
+        t->var_id = sqlite3_column_int64(ts, 1);
+        t->created_step = sqlite3_column_int64(ts, 3);
         if ((t->slot = strdup(slot ? slot : "")) == NULL) {
-            sqlite3_reset(s);
+            sqlite3_reset(ts);
             return sr__store_fail(st, SR_ENOMEM, "tensor cache");
         }
         st->ntensors++;
     }
-    sqlite3_reset(s);
+    sqlite3_reset(ts);
     if (r != SQLITE_DONE) {
         return sr__store_sqlerr(st, r, "read tensors");
     }
     return SR_OK;
+}
+
+static sr_err
+cache_fill(sr_store *st)
+{
+    sqlite3_stmt *vs, *ts;
+    sr_err        rc;
+
+    if ((rc = sr__store_stmt(st, STMT_VARS, &vs)) != SR_OK ||
+        (rc = sr__store_stmt(st, STMT_TENSORS, &ts)) != SR_OK) {
+        return rc;
+    }
+    return cache_append(st, vs, ts);
+}
+
+void
+sr__store_cache_add_var(sr_store *st, int64_t var_id)
+{
+    sqlite3_stmt *vs, *ts;
+    size_t        nv = st->nvars;
+
+    /* Appended, the cache stays sorted only for the largest id (and no
+     * other connection may have written since it was read). */
+    if (!st->cache_ok || (nv > 0 && st->vars[nv - 1].v.id >= var_id) ||
+        (st->ntensors > 0 && st->tensors[st->ntensors - 1].var_id >= var_id) ||
+        sr__store_stmt(st, STMT_VAR_ONE, &vs) != SR_OK ||
+        sr__store_stmt(st, STMT_TENSORS_OF, &ts) != SR_OK) {
+        sr__store_cache_drop(st);
+        return;
+    }
+    sqlite3_bind_int64(vs, 1, var_id);
+    sqlite3_bind_int64(ts, 1, var_id);
+    if (cache_append(st, vs, ts) != SR_OK || st->nvars != nv + 1) {
+        sr__store_cache_drop(st);
+    }
 }
 
 sr_err

@@ -553,7 +553,7 @@ sr_store_declare(sr_store *st, const char *name, int dtype, int ndim, const int6
         return sr__store_ret(st, rc);
     }
     if (!existed) {
-        sr__store_cache_drop(st);
+        sr__store_cache_add_var(st, id);
     }
     *out_id = id;
     if (out_existed != NULL) {

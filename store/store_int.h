@@ -62,6 +62,8 @@ typedef enum {
     STMT_DATA_VERSION, /* PRAGMA data_version */
     STMT_VARS,         /* all variables, by id */
     STMT_TENSORS,      /* all tensors, by (var_id, slot) */
+    STMT_VAR_ONE,      /* one variable, as STMT_VARS */
+    STMT_TENSORS_OF,   /* one variable's tensors, as STMT_TENSORS */
     STMT_VAR_INSERT,
     STMT_TENSOR_INSERT,
     STMT_CKPT_TOP,       /* newest ?1 checkpoint steps, descending */
@@ -131,9 +133,9 @@ struct sr_store {
     int           cache_ok;
     int64_t       cache_data_version;
     store_var    *vars;
-    size_t        nvars;
+    size_t        nvars, cap_vars;
     store_tensor *tensors;
-    size_t        ntensors;
+    size_t        ntensors, cap_tensors;
 
     /* Commit-path buffers, reused so a commit does not allocate. */
     int64_t     *scratch;     /* chunk version list: (step, data_id) pairs */
@@ -196,8 +198,13 @@ sr_err sr__store_meta_set_i64(sr_store *st, const char *key, int64_t v);
 
 /* The variable/tensor cache, (re)loaded when stale.  Call inside a
  * transaction.  Lookups return NULL when absent. */
-sr_err              sr__store_cache_load(sr_store *st);
-void                sr__store_cache_drop(sr_store *st);
+sr_err sr__store_cache_load(sr_store *st);
+void   sr__store_cache_drop(sr_store *st);
+/* After an own transaction that added variable var_id (the largest id) and
+ * its tensors: add them to the cache, if one is loaded (else, or on any
+ * doubt, the cache is dropped and the next load reads it whole).  Declaring
+ * N variables so costs N reads, not N^2 / 2. */
+void                sr__store_cache_add_var(sr_store *st, int64_t var_id);
 const store_var    *sr__store_var(const sr_store *st, int64_t var_id);
 const store_tensor *sr__store_tensor(const sr_store *st, int64_t var_id, const char *slot);
 

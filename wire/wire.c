@@ -9,6 +9,8 @@
  */
 #include "wire/wire.h"
 
+#include <inttypes.h>
+
 #include <string.h>
 
 #include "core/bytes.h"
@@ -41,6 +43,7 @@ _Static_assert(HDR_SEQ + 8 == SR_WIRE_HEADER_BYTES, "header fields must fill 56 
 #define PING_REP_BYTES  9  /* u8 model_ready, i64 global_step */
 #define PUSH_REP_BYTES  1  /* u8 outcome */
 #define VARS_HDR_BYTES  12 /* i64 global_step, u32 nvars */
+#define HAVE_BYTES      8  /* i64 global_step */
 
 #define MAX_TYPE SR_MSG_CURSOR
 
@@ -603,6 +606,35 @@ sr_wire_vars_hdr_decode(const uint8_t *buf, size_t len, sr_wire_vars_hdr *out)
     v.global_step = u64_to_i64(sr_get_u64(buf));
     v.nvars = sr_get_u32(buf + 8);
     *out = v;
+    return SR_OK;
+}
+
+/* ---- a TOKEN request's values held (issue 23) ------------------------ */
+
+size_t
+sr_wire_have_encode(const sr_wire_have *v, uint8_t *out, size_t cap)
+{
+    if (v == NULL || out == NULL || cap < HAVE_BYTES || v->global_step < 0) {
+        return 0;
+    }
+    sr_put_u64(out, i64_to_u64(v->global_step));
+    return HAVE_BYTES;
+}
+
+sr_err
+sr_wire_have_decode(const uint8_t *buf, size_t len, sr_wire_have *out)
+{
+    sr_err rc;
+
+    if ((rc = check_args(buf, len, out, "have")) != SR_OK ||
+        (rc = check_fixed(len, HAVE_BYTES, "have")) != SR_OK) {
+        return rc;
+    }
+    int64_t step = u64_to_i64(sr_get_u64(buf));
+    if (step < 0) {
+        return sr_fail(SR_EPROTO, "have: global_step %" PRId64 " is negative", step);
+    }
+    out->global_step = step;
     return SR_OK;
 }
 

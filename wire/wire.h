@@ -77,6 +77,12 @@ typedef enum {
  * reply, the coordinator takes such pulls. */
 #define SR_WIRE_F_MANY        0x8u
 #define SR_WIRE_PULL_MANY_MAX 24
+/* Token deltas (issue 23, docs/protocol.md, TOKEN): on a TOKEN request with
+ * SR_WIRE_F_WANT_VARS, frame 1 is an sr_wire_have: the client holds every
+ * variable's value of that global step, from this incarnation's earlier token
+ * replies.  On the reply, the variables carried are only those changed
+ * since that step; the others are unchanged. */
+#define SR_WIRE_F_HAVE_VARS 0x10u
 
 /* Frame 0 of every message.  Replies echo request_id, client_id, task_index
  * and carry the coordinator's incarnation; status is 0 or a negative sr_err,
@@ -190,6 +196,12 @@ typedef struct {
     uint32_t nvars;
 } sr_wire_vars_hdr;
 
+/* TOKEN request body with SR_WIRE_F_HAVE_VARS: i64 global_step (>= 0) of
+ * the values the client holds. */
+typedef struct {
+    int64_t global_step;
+} sr_wire_have;
+
 /* Encoders write into out[cap] and return the bytes written, or 0 when cap
  * is too small or a field is out of range (a name too long or with a NUL,
  * ndim > SR_MAX_NDIM).  SR_WIRE_BODY_MAX bounds every body above. */
@@ -219,6 +231,10 @@ sr_err sr_wire_push_rep_decode(const uint8_t *buf, size_t len, sr_wire_push_rep 
 
 size_t sr_wire_vars_hdr_encode(const sr_wire_vars_hdr *v, uint8_t *out, size_t cap);
 sr_err sr_wire_vars_hdr_decode(const uint8_t *buf, size_t len, sr_wire_vars_hdr *out);
+
+size_t sr_wire_have_encode(const sr_wire_have *v, uint8_t *out, size_t cap);
+/* Also checks global_step >= 0. */
+sr_err sr_wire_have_decode(const uint8_t *buf, size_t len, sr_wire_have *out);
 
 /* ---- issue 26: elastic (wire_ctl.c) ------------------------------------
  * CTL request body (docs/protocol.md, "CTL (12)"): u8 op, u8 fields,

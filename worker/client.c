@@ -161,11 +161,22 @@ sr_client_step(sr_client *c)
     /* A client that pulls asks for the variables with its token: for a small
      * model the coordinator sends them along, and this round's pulls need
      * no round trip (docs/protocol.md, TOKEN). */
-    sr__pull_drop_cache(c);
-    sr__call w = {.kind = SR__WAIT_TOKEN,
-                  .type = SR_MSG_TOKEN,
-                  .flags = c->pulled ? SR_WIRE_F_WANT_VARS : 0,
-                  .local_step = c->local_step};
+    /* With every variable of an earlier token at hand, it asks only for
+     * those changed since (token deltas: issue 23). */
+    int          asked = c->pulled;
+    sr_wire_have have = {c->cache_step};
+    uint8_t      hb[16];
+    sr__frame    hf = {hb, c->cache_whole ? sr_wire_have_encode(&have, hb, sizeof(hb)) : 0};
+    sr__call     w = {.kind = SR__WAIT_TOKEN,
+                      .type = SR_MSG_TOKEN,
+                      .flags = asked ? SR_WIRE_F_WANT_VARS : 0,
+                      .local_step = c->local_step};
+    if (asked && hf.len > 0) {
+        w.flags |= SR_WIRE_F_HAVE_VARS;
+        w.f = &hf;
+        w.nf = 1;
+    }
+    c->cache_live = 0;
     c->pulled = 0;
     if ((rc = sr__conn_call(c, &w, &restarted)) != SR_OK) {
         return rc;
@@ -182,7 +193,7 @@ sr_client_step(sr_client *c)
     }
     c->local_step = c->rh.local_step;
     c->tainted = 0;
-    sr__pull_take_cache(c);
+    sr__pull_take_cache(c, asked);
     /* The pushes' answers came before the token's (one connection, in
      * order); wait for any re-sent one all the same. */
     if (c->npend > 0 && (rc = sr__push_flush(c, &restarted)) != SR_OK) {

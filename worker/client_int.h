@@ -152,8 +152,11 @@ struct sr_client {
     char       deferred_err[1024];
     /* pulls (pull.c) */
     sr__cached     *cache;
-    int             ncache, cap_cache;
+    int             ncache;
+    size_t          cap_cache;
     int64_t         cache_step;  /* the global step of the cached values */
+    int             cache_whole; /* the cache holds every variable (token deltas: issue 23) */
+    int             cache_live;  /* this round's pulls may be served from the cache */
     int             cache_next;  /* where the next pull's name is looked for first */
     int             pulled;      /* pulls since the last step: ask for the variables */
     sr__pull_item  *batch_items; /* kept for the next sr_client_pull_many */
@@ -185,7 +188,10 @@ void   sr__push_drop_ext(sr_client *c);
 void   sr__push_free(sr_client *c);
 
 /* ---- pull.c ---- */
-void sr__pull_take_cache(sr_client *c);
+/* After a TOKEN reply (asked: the request wanted the variables): keep the
+ * ones it carried for this round's pulls, whole or merged into the cache
+ * (a delta, SR_WIRE_F_HAVE_VARS). */
+void sr__pull_take_cache(sr_client *c, int asked);
 void sr__pull_drop_cache(sr_client *c);
 void sr__pull_free(sr_client *c);
 

@@ -31,42 +31,71 @@ sr__pull_drop_cache(sr_client *c)
         zmq_msg_close(&c->cache[i].value);
     }
     c->ncache = 0;
+    c->cache_whole = 0;
+    c->cache_live = 0;
+}
+
+/* The cache entry of `name`, searched from *at on (a delta's variables come
+ * in the coordinator's order, as the whole list did), or a new one at the
+ * end; NULL without memory. */
+static sr__cached *
+cache_entry(sr_client *c, const char *name, int *at)
+{
+    for (int k = 0; k < c->ncache; k++) {
+        int i = (*at + k) % c->ncache;
+        if (strcmp(c->cache[i].name, name) == 0) {
+            *at = i + 1;
+            zmq_msg_close(&c->cache[i].value);
+            return &c->cache[i];
+        }
+    }
+    sr__cached *p = sr_grow_array(c->cache, &c->cap_cache, c->ncache + 1, sizeof(*p));
+    if (p == NULL) {
+        return NULL;
+    }
+    c->cache = p;
+    snprintf(p[c->ncache].name, sizeof(p[c->ncache].name), "%s", name);
+    return &p[c->ncache++];
 }
 
 /* Keep the variables a TOKEN reply carried (vars header, then pairs of
- * descriptor and value); anything malformed is ignored (pulls then ask). */
+ * descriptor and value): all of them, or a delta merged into the whole
+ * cache.  Anything malformed empties the cache (pulls then ask, and the
+ * next token asks for every variable). */
 void
-sr__pull_take_cache(sr_client *c)
+sr__pull_take_cache(sr_client *c, int asked)
 {
     sr_wire_vars_hdr vh;
+    int              delta = (c->rh.flags & SR_WIRE_F_HAVE_VARS) != 0, at = 0;
 
-    sr__pull_drop_cache(c);
+    c->cache_live = 0;
+    if (!asked) {
+        return; /* nothing asked, nothing came: the cache stays for the next delta */
+    }
+    if (!delta || !c->cache_whole) {
+        sr__pull_drop_cache(c);
+    }
     if (c->nrep < 1 ||
         sr_wire_vars_hdr_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]), &vh) != SR_OK ||
-        (int64_t)c->nrep != 1 + 2 * (int64_t)vh.nvars) {
+        (int64_t)c->nrep != 1 + 2 * (int64_t)vh.nvars || (delta && !c->cache_whole)) {
+        sr__pull_drop_cache(c);
         return;
-    }
-    if (c->cap_cache < (int)vh.nvars) {
-        sr__cached *p = realloc(c->cache, vh.nvars * sizeof(*p));
-        if (p == NULL) {
-            return;
-        }
-        c->cache = p;
-        c->cap_cache = (int)vh.nvars;
     }
     for (uint32_t i = 0; i < vh.nvars; i++) {
         sr_wire_vardesc d;
+        sr__cached     *e;
         if (sr_wire_vardesc_decode(zmq_msg_data(&c->rep[1 + 2 * i]),
-                                   zmq_msg_size(&c->rep[1 + 2 * i]), &d) != SR_OK) {
+                                   zmq_msg_size(&c->rep[1 + 2 * i]), &d) != SR_OK ||
+            (e = cache_entry(c, d.name, &at)) == NULL) {
             sr__pull_drop_cache(c);
             return;
         }
-        memcpy(c->cache[c->ncache].name, d.name, sizeof(d.name));
-        zmq_msg_init(&c->cache[c->ncache].value);
-        zmq_msg_move(&c->cache[c->ncache].value, &c->rep[2 + 2 * i]);
-        c->ncache++;
+        zmq_msg_init(&e->value);
+        zmq_msg_move(&e->value, &c->rep[2 + 2 * i]);
     }
     c->cache_step = vh.global_step;
+    c->cache_whole = 1;
+    c->cache_live = 1;
 }
 
 /* Whether item i may join the pulls in flight (always when none are). */
@@ -302,12 +331,13 @@ pull_lost(sr_client *c, sr__req *r)
 static const sr__req_ops pull_ops = {pull_reply, pull_send, pull_lost};
 
 /* Serve a pull from the variables that came with this round's token (the
- * values as of that moment).  Pulls mostly come in the coordinator's order:
+ * values as of that moment; with a delta, the unchanged ones of an earlier
+ * token are the same values).  Pulls mostly come in the coordinator's order:
  * the search starts after the last one found. */
 static int
 pull_cached(sr_client *c, const char *name, void *dst, size_t dst_bytes)
 {
-    for (int k = 0; k < c->ncache; k++) {
+    for (int k = 0; c->cache_live && k < c->ncache; k++) {
         int i = (c->cache_next + k) % c->ncache;
         if (strcmp(c->cache[i].name, name) == 0 && zmq_msg_size(&c->cache[i].value) == dst_bytes) {
             if (dst_bytes > 0) {

@@ -68,7 +68,7 @@ usage(FILE *f)
             "  --ingest-baseline ack|stream\n"
             "                   row 1 baseline: each message acknowledged before the next, as\n"
             "                   the client's push is (default), or streamed\n"
-            "  --cells TEXT     rows 1 and 2: only the configurations containing TEXT\n"
+            "  --cells TEXT     rows 1, 2 and 6: only the configurations containing TEXT\n"
             "                   (e.g. --cells 'W=4 S=1MiB')\n"
             "  --coord-arg ARG  append ARG to every coordinator command line (repeatable;\n"
             "                   e.g. --coord-arg --nonfinite --coord-arg allow)\n"

@@ -56,6 +56,10 @@ typedef struct {
     /* issue 25: --optimizer adamw --weight-decay 0.01 --clip-norm 1 instead of
      * SGD (worker 0 then checks only that the model changed, not its values). */
     int adamw_clip;
+    /* issue 23, token deltas: this many not-trainable float32[4] variables
+     * declared beside the model and never pulled (the token used to carry
+     * them all every step). */
+    int frozen;
 } run_cfg;
 
 enum { MANY_CALLS = 1, MANY_MODEL = 2 };

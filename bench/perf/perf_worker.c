@@ -242,6 +242,16 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
             goto out;
         }
     }
+    for (int v = 0; v < c->frozen; v++) {
+        static const float   fz[4] = {0};
+        static const int64_t fshape[1] = {4};
+        snprintf(name, sizeof(name), "frozen%05d", v);
+        if (sr_client_declare_ex(cl, name, SR_FLOAT32, 1, fshape, w == 0 ? fz : NULL,
+                                 SR_DECLARE_NOT_TRAINABLE) != SR_OK) {
+            fail_msg(s, "declare %s: %s", name, sr_client_error(cl));
+            goto out;
+        }
+    }
     free(zeros);
     zeros = NULL;
     if (sr_client_ready(cl) != SR_OK) {

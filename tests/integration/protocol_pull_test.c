@@ -511,6 +511,102 @@ test_protocol_unread_pulls_hold_at_most_four_values(void **state)
     free(w);
 }
 
+/* ---- token deltas (issue 23): what did not change is not sent again ----- */
+
+#define TD_FROZEN 50 /* not-trainable float32[2] f00..: f_i = {i, -i} */
+
+/* The status's "token_piggyback" counter `key`. */
+static uint64_t
+td_counter(sr_harness *h, const char *key)
+{
+    char        out[16384], pat[64];
+    const char *p;
+
+    assert_int_equal(sr_harness_status(h, out, sizeof(out)), 0);
+    p = strstr(out, "\"token_piggyback\":");
+    assert_non_null(p);
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    p = strstr(p, pat);
+    assert_non_null(p);
+    return strtoull(p + strlen(pat), NULL, 10);
+}
+
+/* One trainable w = float32[4] and TD_FROZEN small not-trainable variables:
+ * the first token carries all 51, every later one only w (the frozen ones'
+ * values are the earlier token's), and every pull of every round after the
+ * first is served from them, exactly.  A TOKEN flagged SR_WIRE_F_HAVE_VARS
+ * without its frame is refused, naming it. */
+static void
+test_protocol_token_sends_only_changed_variables(void **state)
+{
+    sr_harness      h;
+    sr_client      *c;
+    raw_peer        r;
+    const int64_t   shape4[1] = {4}, shape2[1] = {2};
+    const float     w0[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1};
+    float           w[4], fv[2];
+    char            name[8];
+    sr_client_stats st;
+    const int       rounds = 5;
+    (void)state;
+
+    sr_harness_init(&h, "tdelta");
+    /* No init tokens: every round's push counts (one worker, R = 1). */
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--init-tokens", "0", "--learning-rate",
+                     "1.0", "--max-tasks", "2", NULL);
+    c = sr_harness_client(&h, 0);
+    assert_sr_ok(sr_client_declare(c, "w", SR_FLOAT32, 1, shape4, w0));
+    for (int i = 0; i < TD_FROZEN; i++) {
+        const float f0[2] = {(float)i, (float)-i};
+        snprintf(name, sizeof(name), "f%02d", i);
+        assert_sr_ok(
+            sr_client_declare_ex(c, name, SR_FLOAT32, 1, shape2, f0, SR_DECLARE_NOT_TRAINABLE));
+    }
+    assert_sr_ok(sr_client_ready(c));
+    for (int k = 0; k < rounds; k++) {
+        assert_sr_ok(sr_client_pull(c, "w", w, sizeof(w)));
+        for (int j = 0; j < 4; j++) {
+            assert_true(w[j] == w0[j] - (float)k); /* lr 1, one replica */
+        }
+        for (int i = 0; i < TD_FROZEN; i++) {
+            snprintf(name, sizeof(name), "f%02d", i);
+            assert_sr_ok(sr_client_pull(c, name, fv, sizeof(fv)));
+            assert_true(fv[0] == (float)i && fv[1] == (float)-i);
+        }
+        assert_sr_ok(sr_client_push(c, "w", g, sizeof(g)));
+        assert_sr_ok(sr_client_step(c));
+    }
+    assert_sr_ok(sr_client_stats_get(c, &st));
+    assert_int_equal(st.pulls_cached, (uint64_t)(rounds - 1) * (1 + TD_FROZEN));
+    /* Five tokens: the first whole (51 variables), four deltas of w alone. */
+    assert_int_equal(td_counter(&h, "whole"), 1);
+    assert_int_equal(td_counter(&h, "delta"), rounds - 1);
+    assert_int_equal(td_counter(&h, "variables"), 1 + TD_FROZEN + (rounds - 1));
+
+    /* On the wire: the flag without its frame, and with a short one. */
+    uint8_t           hb[SR_WIRE_HEADER_BYTES], one = 0;
+    const void *const f1[1] = {hb};
+    const void *const f2[2] = {hb, &one};
+    size_t            l[2] = {0, 1};
+    raw_open(&r, h.endpoint, 0x7d7d);
+    raw_hello(&r, 1);
+    l[0] = raw_hdr(&r, hb, SR_MSG_TOKEN, SR_WIRE_F_WANT_VARS | SR_WIRE_F_HAVE_VARS, 0, 0);
+    raw_send_frames(&r, f1, l, 1);
+    raw_expect_error(&r, SR_EPROTO);
+    assert_non_null(strstr((const char *)r.body[0], "SR_WIRE_F_HAVE_VARS"));
+    l[0] = raw_hdr(&r, hb, SR_MSG_TOKEN, SR_WIRE_F_WANT_VARS | SR_WIRE_F_HAVE_VARS, 0, 0);
+    raw_send_frames(&r, f2, l, 2);
+    raw_expect_error(&r, SR_EPROTO);
+    assert_non_null(strstr((const char *)r.body[0], "have"));
+    raw_close(&r);
+    /* Refused, they changed nothing: the client's next round is as before. */
+    assert_sr_ok(sr_client_pull(c, "w", w, sizeof(w)));
+    assert_true(w[0] == w0[0] - (float)rounds);
+    sr_client_close(c);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -520,6 +616,7 @@ main(void)
         cmocka_unit_test(test_protocol_unread_pulls_hold_at_most_four_values),
         cmocka_unit_test(test_protocol_pull_many_and_push_many),
         cmocka_unit_test(test_protocol_pull_many_on_the_wire),
+        cmocka_unit_test(test_protocol_token_sends_only_changed_variables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

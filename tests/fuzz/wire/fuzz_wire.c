@@ -36,6 +36,7 @@ typedef union {
     sr_wire_ping_rep  ping_rep;
     sr_wire_push_rep  push_rep;
     sr_wire_vars_hdr  vars_hdr;
+    sr_wire_have      have;
 } any_msg;
 
 /* A body codec behind a uniform signature. */
@@ -141,6 +142,18 @@ enc_vars_hdr(const any_msg *m, uint8_t *out, size_t cap)
     return sr_wire_vars_hdr_encode(&m->vars_hdr, out, cap);
 }
 
+static sr_err
+dec_have(const uint8_t *b, size_t n, any_msg *o)
+{
+    return sr_wire_have_decode(b, n, &o->have);
+}
+
+static size_t
+enc_have(const any_msg *m, uint8_t *out, size_t cap)
+{
+    return sr_wire_have_encode(&m->have, out, cap);
+}
+
 static const codec codecs[] = {
     {"name", dec_name, enc_name},
     {"vardesc", dec_vardesc, enc_vardesc},
@@ -150,6 +163,7 @@ static const codec codecs[] = {
     {"ping_rep", dec_ping_rep, enc_ping_rep},
     {"push_rep", dec_push_rep, enc_push_rep},
     {"vars_hdr", dec_vars_hdr, enc_vars_hdr},
+    {"have", dec_have, enc_have},
 };
 #define NCODECS (sizeof(codecs) / sizeof(codecs[0]))
 

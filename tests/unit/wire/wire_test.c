@@ -962,6 +962,38 @@ test_wire_vars_hdr_roundtrip_truncation_and_cap(void **state)
     }
 }
 
+static sr_err
+dec_have(const uint8_t *buf, size_t len)
+{
+    sr_wire_have v;
+    return sr_wire_have_decode(buf, len, &v);
+}
+
+/* Issue 23: a TOKEN request's values held; a negative step is refused both ways. */
+static void
+test_wire_have_roundtrip_negative_truncation_and_cap(void **state)
+{
+    uint8_t      buf[SR_WIRE_BODY_MAX];
+    sr_wire_have v = {INT64_MAX}, d = {5};
+    (void)state;
+
+    size_t n = sr_wire_have_encode(&v, buf, sizeof(buf));
+    assert_int_equal(n, 8);
+    assert_sr_ok(sr_wire_have_decode(buf, n, &d));
+    assert_true(d.global_step == INT64_MAX);
+    assert_every_truncation_eproto(buf, n, dec_have);
+    assert_trailing_byte_eproto(buf, n, dec_have);
+    for (size_t cap = 0; cap < n; cap++) {
+        assert_int_equal(sr_wire_have_encode(&v, buf, cap), 0);
+    }
+    v.global_step = -1;
+    assert_int_equal(sr_wire_have_encode(&v, buf, sizeof(buf)), 0);
+    memset(buf, 0xff, 8);
+    assert_sr_err(sr_wire_have_decode(buf, 8, &d), SR_EPROTO);
+    assert_detail_has("negative");
+    assert_true(d.global_step == INT64_MAX); /* a failed decode changes nothing */
+}
+
 static void
 test_wire_ping_rep_every_truncation_is_eproto(void **state)
 {
@@ -1140,6 +1172,7 @@ main(void)
         cmocka_unit_test(test_wire_ping_rep_edge_values_roundtrip_identical),
         cmocka_unit_test(test_wire_ping_rep_every_truncation_is_eproto),
         cmocka_unit_test(test_wire_vars_hdr_roundtrip_truncation_and_cap),
+        cmocka_unit_test(test_wire_have_roundtrip_negative_truncation_and_cap),
         cmocka_unit_test(test_wire_ping_rep_bad_field_or_cap_is_refused),
         cmocka_unit_test(test_wire_push_rep_every_outcome_roundtrip_identical),
         cmocka_unit_test(test_wire_push_rep_unknown_outcome_is_refused),

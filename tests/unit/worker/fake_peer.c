@@ -159,7 +159,9 @@ fake_reply(fake *f, const fake_req *r, int delay_ms, int32_t status, int64_t loc
     fake_out      *o = calloc(1, sizeof(*o)), **p = &f->out;
 
     h.type = (uint8_t)(r->h.type | SR_WIRE_REPLY);
-    h.flags = r->h.type == SR_MSG_HELLO ? f->hello_flags : 0;
+    h.flags = r->h.type == SR_MSG_HELLO   ? f->hello_flags
+              : r->h.type == SR_MSG_TOKEN ? f->token_flags
+                                          : 0;
     h.incarnation = f->incarnation;
     h.status = status;
     h.local_step = local_step;

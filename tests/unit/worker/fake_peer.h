@@ -61,6 +61,7 @@ struct fake {
     uint16_t hello_flags;               /* SR_WIRE_F_CHAIN, SR_WIRE_F_MANY */
     size_t   value_bytes;               /* a PULL's answer: this many zero bytes */
     int64_t  token_step;                /* a TOKEN's value */
+    uint16_t token_flags;               /* fake_reply's header flags on TOKEN replies */
     int      push_status[FAKE_MAX_LOG]; /* by seq: a PUSH's reply status (0: accepted) */
 };
 

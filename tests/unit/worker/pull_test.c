@@ -122,6 +122,104 @@ test_pull_after_token_with_vars_is_served_from_the_cache(void **state)
     fake_free(&f);
 }
 
+/* Token deltas (issue 23): the variables "a" and "b" (float32[2]); a TOKEN
+ * holding nothing gets both (a = 1, b = 2, step 4), one holding step 4's
+ * gets b = 9 alone (step 5). */
+static void
+token_delta(fake *f, const fake_req *r)
+{
+    if (r->h.type != SR_MSG_TOKEN || !(r->h.flags & SR_WIRE_F_WANT_VARS)) {
+        fake_answer(f, r);
+        return;
+    }
+    uint8_t      vb[64], db[2][512];
+    float        a[2] = {1, 1}, b[2] = {2, 2}, b9[2] = {9, 9};
+    sr_wire_have have;
+    int          delta = (r->h.flags & SR_WIRE_F_HAVE_VARS) && r->nbody == 1 &&
+                sr_wire_have_decode(r->body[0].data, r->body[0].len, &have) == SR_OK &&
+                have.global_step == 4;
+    sr_wire_vars_hdr vh = {.global_step = delta ? 5 : 4, .nvars = delta ? 1 : 2};
+    sr_wire_vardesc  d;
+    fake_frame       fr[5];
+    int              n = 0;
+
+    memset(&d, 0, sizeof(d));
+    d.dtype = SR_FLOAT32;
+    d.ndim = 1;
+    d.shape[0] = 2;
+    fr[n++] = (fake_frame){vb, sr_wire_vars_hdr_encode(&vh, vb, sizeof(vb))};
+    if (!delta) {
+        strcpy(d.name, "a");
+        fr[n++] = (fake_frame){db[0], sr_wire_vardesc_encode(&d, db[0], sizeof(db[0]))};
+        fr[n++] = (fake_frame){(uint8_t *)a, sizeof(a)};
+    }
+    strcpy(d.name, "b");
+    fr[n++] = (fake_frame){db[1], sr_wire_vardesc_encode(&d, db[1], sizeof(db[1]))};
+    fr[n++] = (fake_frame){(uint8_t *)(delta ? b9 : b), sizeof(b)};
+    f->token_flags = delta ? SR_WIRE_F_HAVE_VARS : 0;
+    fake_reply(f, r, 0, 0, vh.global_step, fr, n);
+}
+
+static void
+pull_ab(sr_client *c, float a, float b)
+{
+    float x[2];
+    assert_sr_ok(sr_client_pull(c, "a", x, sizeof(x)));
+    assert_true(x[0] == a && x[1] == a);
+    assert_sr_ok(sr_client_pull(c, "b", x, sizeof(x)));
+    assert_true(x[0] == b && x[1] == b);
+}
+
+static void
+test_pull_token_delta_is_merged_into_the_cache(void **state)
+{
+    (void)state;
+    fake            f;
+    sr_client      *c;
+    sr_client_stats st;
+
+    fake_init(&f);
+    f.value_bytes = 8; /* a PULL's answer: zeros */
+    assert_sr_ok(fake_open(&f, 0, &c));
+    assert_sr_ok(sr_client_ready(c));
+    f.handler = token_delta;
+    pull_ab(c, 0, 0); /* asked */
+    assert_sr_ok(sr_client_step(c));
+    int t = fake_find(&f, SR_MSG_TOKEN, 0);
+    assert_true(t >= 0 && !(f.log[t].h.flags & SR_WIRE_F_HAVE_VARS) && f.log[t].nbody == 0);
+    pull_ab(c, 1, 2); /* the whole list */
+    assert_sr_ok(sr_client_step(c));
+    t = fake_find(&f, SR_MSG_TOKEN, t + 1);
+    assert_true(t >= 0 && (f.log[t].h.flags & SR_WIRE_F_HAVE_VARS) && f.log[t].nbody == 1);
+    int pulls = fake_count(&f, SR_MSG_PULL);
+    pull_ab(c, 1, 9); /* a from the first token, b from the delta */
+    assert_int_equal(fake_count(&f, SR_MSG_PULL), pulls);
+    assert_sr_ok(sr_client_stats_get(c, &st));
+    assert_int_equal(st.pulls_cached, 4);
+    /* It holds step 5's values now (the fake answers that whole: a = 1,
+     * b = 2 of step 4). */
+    sr_wire_have have;
+    assert_sr_ok(sr_client_step(c));
+    t = fake_find(&f, SR_MSG_TOKEN, t + 1);
+    assert_true(t >= 0 && (f.log[t].h.flags & SR_WIRE_F_HAVE_VARS));
+    assert_sr_ok(sr_wire_have_decode(f.log[t].body[0].data, f.log[t].body[0].len, &have));
+    assert_int_equal(have.global_step, 5);
+    /* A round without pulls asks for nothing; the cache is not served in
+     * the round after (its values are a step old) but kept for a delta. */
+    assert_sr_ok(sr_client_step(c));
+    t = fake_find(&f, SR_MSG_TOKEN, t + 1);
+    assert_true(t >= 0 && !(f.log[t].h.flags & SR_WIRE_F_WANT_VARS));
+    pull_ab(c, 0, 0);
+    assert_int_equal(fake_count(&f, SR_MSG_PULL), pulls + 2);
+    assert_sr_ok(sr_client_step(c));
+    t = fake_find(&f, SR_MSG_TOKEN, t + 1);
+    assert_true(t >= 0 && (f.log[t].h.flags & SR_WIRE_F_HAVE_VARS));
+    assert_sr_ok(sr_wire_have_decode(f.log[t].body[0].data, f.log[t].body[0].len, &have));
+    assert_int_equal(have.global_step, 4);
+    sr_client_close(c);
+    fake_free(&f);
+}
+
 int
 main(void)
 {
@@ -130,6 +228,7 @@ main(void)
         cmocka_unit_test(test_pull_big_answer_waits_5s_before_its_first_resend),
         cmocka_unit_test(test_pull_huge_answer_waits_its_time_at_100_MBps),
         cmocka_unit_test(test_pull_after_token_with_vars_is_served_from_the_cache),
+        cmocka_unit_test(test_pull_token_delta_is_merged_into_the_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
