@@ -160,14 +160,15 @@ int sr__accum_divisor(const sr_accum *a);
 double sr__accum_row_divisor(const sr_accum *a, uint64_t r, int sparse_mean);
 
 /* issue 25: --clip-norm.  With `on`, every take from now on also sums the
- * squares of the averaged gradient (sum / divisor in the dtype, squared
- * and added in double: eight partial sums by element index mod 8, added
- * in lane order, then the tail; sparse rows by sparse_mean's divisor, the
- * touched rows only).  A dense sum is added up inside the add loop of the
- * push that takes the accumulator (or of the deterministic take), so no
- * pass over the sums is added; a take that adds nothing (its last gradient
- * absent, R lowered by sr__accum_set_replicas) and a sparse take read the
- * sums (the touched rows) once more.  Either way the bits are the same.
+ * squares of the averaged gradient: each element's sum squared in double,
+ * eight partial sums by element index mod 8 added in lane order, then the
+ * tail, the total divided by the divisor's square (sparse: the touched
+ * rows only, each row's by sparse_mean's divisor).  A dense sum's squares
+ * are added up inside the add loop of the push that takes the accumulator
+ * (or of the deterministic take), so no pass over the sums is added; a
+ * take that adds nothing (its last gradient absent, R lowered by
+ * sr__accum_set_replicas) and a sparse take read the sums (the touched
+ * rows) once more.  Either way the bits are the same.
  * Only while nothing is accepted. */
 void sr__accum_set_sumsq(sr_accum *a, int on, int sparse_mean);
 /* That sum of a TAKEN accumulator; 0 without sr__accum_set_sumsq or with

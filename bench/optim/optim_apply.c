@@ -165,9 +165,13 @@ main(int argc, char **argv)
             json = argv[++i];
         } else if (strcmp(argv[i], "--enforce") == 0) {
             enforce = 1;
+        } else if (strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
         } else {
-            usage(strcmp(argv[i], "--help") == 0 ? stdout : stderr);
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+            fprintf(stderr, "optim_apply: unknown option or missing value: '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
         }
     }
     if (mib < 1 || mib > 4096 || reps < 1 || reps > 1000) {

@@ -261,7 +261,6 @@ test_config_old_adam_formula_needs_reconfigure(void **state)
     (void)state;
 
     sr_harness_init(&h, "formula");
-    snprintf(log2, sizeof(log2), "%s/refused.log", h.dir);
     sr_harness_start(&h, "--replicas-to-aggregate", "1", "--optimizer", "adam", "--learning-rate",
                      "0.25", NULL);
     train(&h, 2, 1);
@@ -276,6 +275,7 @@ test_config_old_adam_formula_needs_reconfigure(void **state)
     assert_int_equal(sr_harness_log_count(&h, "COORD-RECONFIGURE"), 0);
 
     forget_config_keys(&h, old_keys, 3);
+    snprintf(log2, sizeof(log2), "%s/refused.log", h.dir);
     ws = run_coordinator(&h, log2, NULL, NULL, NULL, NULL);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
     assert_true(sr_harness_file_count(log2, "the store's adam was trained with syncrep's formula "
