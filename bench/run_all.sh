@@ -23,6 +23,7 @@ if rev=$(git rev-parse --short HEAD 2>/dev/null); then
 fi
 run store_commit "$BUILD/bench/store/store_commit"
 run local_reduce "$BUILD/bench/gpu/local_reduce"
+run optim_apply "$BUILD/bench/optim/optim_apply"
 # shellcheck disable=SC2086  # PERF_ARGS is a list of words
 run perf "$BUILD/bench/perf/perf" --syncrep "$BUILD/cli/syncrep" ${PERF_ARGS:-}
 

@@ -526,6 +526,7 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
                     break;
                 }
                 sr__accum_init(&acc[v][p], cv[v].dtype, nr * lay[v].row_elems, nr, count, s);
+                sr__accum_set_sumsq(&acc[v][p], e->optim.clip_norm > 0, e->optim.sparse_mean);
                 for (size_t k = first; k < i; k++) {
                     sr_accum_outcome outcome;
                     if (e->log[k].var_id != e->var_id[v] || e->log[k].part != e0) {
@@ -556,12 +557,13 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
         }
         /* The step's optimizer, as the coordinator's apply_step: the
          * learning rate of step s and, with --clip-norm, the factor of the
-         * squares of every averaged gradient, added in the store's order
-         * (variables by id, partitions in order). */
+         * squares of every averaged gradient, each accumulator's summed at
+         * its take (sr__accum_set_sumsq, the coordinator's own code) and
+         * added in the store's order (variables by id, partitions in order). */
         double sumsq = 0;
         for (int v = 0; v < SR_CHAOS_NVARS && c->passed && e->optim.clip_norm > 0; v++) {
             for (uint32_t p = 0; acc[v] != NULL && p < lay[v].nparts; p++) {
-                sumsq += sr__optim_sumsq_accum(&e->optim, &acc[v][p]);
+                sumsq += sr__accum_sumsq(&acc[v][p]);
             }
         }
         sr_optim so = sr__optim_at_step(&e->optim, s, sumsq);

@@ -79,6 +79,7 @@ ensure_sum(sr_accum *a)
 }
 
 static void sum_kept(sr_accum *a);
+static void sumsq_at_take(sr_accum *a);
 
 /* The take: later pushes for this step are stale from now on. */
 static void
@@ -86,6 +87,9 @@ take(sr_accum *a)
 {
     if (a->deterministic) {
         sum_kept(a);
+    }
+    if (a->sumsq_on && !a->sumsq_done) {
+        sumsq_at_take(a);
     }
     a->taken = 1;
     a->step++;
@@ -186,6 +190,106 @@ add_values(int dtype, void *dst, const void *src, uint64_t n)
     }
 }
 
+/* issue 25: the sum of the squares of sum / div, one pass that may also
+ * form the sums: s = dst[i] (SQ_READ), src[i] (SQ_COPY) or dst[i] + src[i]
+ * (SQ_ADD), stored, and s * s added up in double; the total is divided by
+ * div * div at the end (no division in the loop, which is the last push's
+ * add: it stays about as fast as the add alone).  Eight partial sums
+ * (element index mod 8 over blocks of 8) added in lane order, then the
+ * tail: the loop vectorises, and the three forms give the same bits for
+ * the same sums, so a take that reads its sums once more agrees with one
+ * whose last add summed them (and the chaos verifier with both).  Where
+ * the CPU has AVX2 the same loop runs on 256-bit vectors: the same
+ * operations in the same order (-std=c11 fuses no multiply-add), so the
+ * same bits. */
+enum { SQ_READ = 0, SQ_COPY = 1, SQ_ADD = 2 };
+
+#if defined(__x86_64__) || defined(__i386__)
+#define SR_SQ_WIDE      1
+#define SR_SQ_WIDE_ATTR __attribute__((target("avx2")))
+#else
+#define SR_SQ_WIDE 0
+#define SR_SQ_WIDE_ATTR
+#endif
+
+#define SR_SUMSQ_LOOP(T, HOW)                                                                     \
+    {                                                                                             \
+        double   acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, total = 0;                                    \
+        uint64_t i = 0;                                                                           \
+        for (; i + 8 <= n; i += 8) {                                                              \
+            for (int k = 0; k < 8; k++) {                                                         \
+                uint64_t j = i + (uint64_t)k;                                                     \
+                T        s = HOW == SQ_READ ? dst[j] : HOW == SQ_COPY ? src[j] : dst[j] + src[j]; \
+                if (HOW != SQ_READ) {                                                             \
+                    dst[j] = s;                                                                   \
+                }                                                                                 \
+                acc[k] += (double)s * (double)s;                                                  \
+            }                                                                                     \
+        }                                                                                         \
+        for (int k = 0; k < 8; k++) {                                                             \
+            total += acc[k];                                                                      \
+        }                                                                                         \
+        for (; i < n; i++) {                                                                      \
+            T s = HOW == SQ_READ ? dst[i] : HOW == SQ_COPY ? src[i] : dst[i] + src[i];            \
+            if (HOW != SQ_READ) {                                                                 \
+                dst[i] = s;                                                                       \
+            }                                                                                     \
+            total += (double)s * (double)s;                                                       \
+        }                                                                                         \
+        return total;                                                                             \
+    }
+
+/* One function per dtype, form and width. */
+#define SR_DEFINE_SUMSQ_FORM(T, SUF, HOW, FORM, W, ATTR)                                        \
+    ATTR static double sq_##FORM##_##SUF##W(T *restrict dst, const T *restrict src, uint64_t n) \
+        SR_SUMSQ_LOOP(T, HOW)
+
+#define SR_DEFINE_SUMSQ(T, SUF)                                                           \
+    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_READ, read, , )                                       \
+    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_COPY, copy, , )                                       \
+    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_ADD, add, , )                                         \
+    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_READ, read, _wide, SR_SQ_WIDE_ATTR)                   \
+    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_COPY, copy, _wide, SR_SQ_WIDE_ATTR)                   \
+    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_ADD, add, _wide, SR_SQ_WIDE_ATTR)                     \
+    static double sumsq_##SUF(T *dst, const T *src, int how, int wide, uint64_t n)        \
+    {                                                                                     \
+        if (how == SQ_READ) {                                                             \
+            return wide ? sq_read_##SUF##_wide(dst, src, n) : sq_read_##SUF(dst, src, n); \
+        }                                                                                 \
+        if (how == SQ_COPY) {                                                             \
+            return wide ? sq_copy_##SUF##_wide(dst, src, n) : sq_copy_##SUF(dst, src, n); \
+        }                                                                                 \
+        return wide ? sq_add_##SUF##_wide(dst, src, n) : sq_add_##SUF(dst, src, n);       \
+    }
+
+SR_DEFINE_SUMSQ(float, f32)
+SR_DEFINE_SUMSQ(double, f64)
+
+static double
+sumsq_values(int dtype, void *dst, const void *src, int how, double div, uint64_t n)
+{
+    int    wide = SR_SQ_WIDE && __builtin_cpu_supports("avx2");
+    double t =
+        dtype == SR_FLOAT32 ? sumsq_f32(dst, src, how, wide, n) : sumsq_f64(dst, src, how, wide, n);
+    return t / (div * div);
+}
+
+/* Form the sums from the step's last present dense gradient (a copy when
+ * it is the only one, else an add), with the squares when asked. */
+static void
+add_last(sr_accum *a, const void *grad, int first, int present)
+{
+    if (a->sumsq_on) {
+        a->sumsq = sumsq_values(a->dtype, a->sum, grad, first ? SQ_COPY : SQ_ADD, (double)present,
+                                a->elems);
+        a->sumsq_done = 1;
+    } else if (first) {
+        memcpy(a->sum, grad, (size_t)a->elems * sr_dtype_size(a->dtype));
+    } else {
+        add_values(a->dtype, a->sum, grad, a->elems);
+    }
+}
+
 sr_err
 sr__accum_push_dense(sr_accum *a, const void *grad, int64_t local_step, int32_t task,
                      sr_accum_outcome *outcome)
@@ -215,6 +319,8 @@ sr__accum_push_dense(sr_accum *a, const void *grad, int64_t local_step, int32_t 
             memcpy(a->kept[a->count].data, grad, bytes);
         }
         a->kept[a->count].n = 0;
+    } else if (a->count + 1 >= a->R) { /* the last: record() takes it */
+        add_last(a, grad, a->count == a->nabsent, a->count - a->nabsent + 1);
     } else if (a->count == a->nabsent) { /* the first present gradient */
         memcpy(a->sum, grad, bytes);
     } else {
@@ -373,6 +479,7 @@ sum_kept(sr_accum *a)
                                    a->contrib[i].absent};
     }
     qsort(keys, (size_t)a->count, sizeof(*keys), cmp_key);
+    int npresent = a->count - a->nabsent;
     for (int i = 0, present = 0; i < a->count; i++) {
         const sr_kept *k = &a->kept[keys[i].pos];
         int            absent = keys[i].absent;
@@ -380,6 +487,8 @@ sum_kept(sr_accum *a)
             /* nothing to add */
         } else if (a->mode == SR_ACC_SPARSE) {
             sparse_add(a, k->idx, k->data, k->n);
+        } else if (present + 1 == npresent) {
+            add_last(a, k->data, present == 0, npresent);
         } else if (present == 0) {
             memcpy(a->sum, k->data, (size_t)a->elems * sr_dtype_size(a->dtype));
         } else {
@@ -417,6 +526,47 @@ int
 sr__accum_divisor(const sr_accum *a)
 {
     return a->count - a->nabsent;
+}
+
+double
+sr__accum_row_divisor(const sr_accum *a, uint64_t r, int sparse_mean)
+{
+    return sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)sr__accum_divisor(a)
+                                                     : (double)a->row_count[r];
+}
+
+void
+sr__accum_set_sumsq(sr_accum *a, int on, int sparse_mean)
+{
+    a->sumsq_on = on != 0;
+    a->sparse_mean = sparse_mean;
+}
+
+double
+sr__accum_sumsq(const sr_accum *a)
+{
+    return a->sumsq_on && a->taken ? a->sumsq : 0;
+}
+
+/* The squares when no add formed them: a dense take whose last gradient
+ * added nothing reads its sums once more; a sparse one reads the touched
+ * rows (only they are applied), each by its divisor. */
+static void
+sumsq_at_take(sr_accum *a)
+{
+    size_t row_bytes = (size_t)a->row_elems * sr_dtype_size(a->dtype);
+
+    a->sumsq = 0;
+    if (a->mode == SR_ACC_DENSE) {
+        a->sumsq =
+            sumsq_values(a->dtype, a->sum, NULL, SQ_READ, (double)sr__accum_divisor(a), a->elems);
+    }
+    for (uint64_t i = 0; a->mode == SR_ACC_SPARSE && i < a->ntouched; i++) {
+        uint64_t r = a->touched[i];
+        a->sumsq += sumsq_values(a->dtype, (char *)a->sum + r * row_bytes, NULL, SQ_READ,
+                                 sr__accum_row_divisor(a, r, a->sparse_mean), a->row_elems);
+    }
+    a->sumsq_done = 1;
 }
 
 int
@@ -512,4 +662,6 @@ sr__accum_reset(sr_accum *a)
     a->count = 0;
     a->nabsent = 0;
     a->taken = 0;
+    a->sumsq_done = 0;
+    a->sumsq = 0;
 }

@@ -96,6 +96,14 @@ typedef struct sr_accum {
     /* issue 26: elastic.  Entries of contrib, kept and keys (>= R): R
      * changes with sr__accum_set_replicas. */
     int cap;
+    /* issue 25: --clip-norm (sr__accum_set_sumsq).  sumsq_on: the take
+     * sums the squares of the averaged gradient into `sumsq`, dividing
+     * sparse rows as sparse_mean says; sumsq_done: the last push's add
+     * already did (no pass of its own at the take). */
+    int    sumsq_on;
+    int    sparse_mean;
+    int    sumsq_done;
+    double sumsq;
 } sr_accum;
 
 typedef enum {
@@ -145,6 +153,27 @@ sr_err sr__accum_push_absent(sr_accum *a, int64_t local_step, int32_t task,
 
 /* The dense divisor of a taken accumulator: its present gradients. */
 int sr__accum_divisor(const sr_accum *a);
+
+/* The divisor of sparse row r of a taken accumulator: the gradients that
+ * touched the row (SR_SPARSE_MEAN_PER_ROW) or sr__accum_divisor
+ * (SR_SPARSE_MEAN_PER_REPLICA).  The apply and sr__accum_sumsq share it. */
+double sr__accum_row_divisor(const sr_accum *a, uint64_t r, int sparse_mean);
+
+/* issue 25: --clip-norm.  With `on`, every take from now on also sums the
+ * squares of the averaged gradient: each element's sum squared in double,
+ * eight partial sums by element index mod 8 added in lane order, then the
+ * tail, the total divided by the divisor's square (sparse: the touched
+ * rows only, each row's by sparse_mean's divisor).  A dense sum's squares
+ * are added up inside the add loop of the push that takes the accumulator
+ * (or of the deterministic take), so no pass over the sums is added; a
+ * take that adds nothing (its last gradient absent, R lowered by
+ * sr__accum_set_replicas) and a sparse take read the sums (the touched
+ * rows) once more.  Either way the bits are the same.
+ * Only while nothing is accepted. */
+void sr__accum_set_sumsq(sr_accum *a, int on, int sparse_mean);
+/* That sum of a TAKEN accumulator; 0 without sr__accum_set_sumsq or with
+ * every gradient absent. */
+double sr__accum_sumsq(const sr_accum *a);
 
 /* What a push (mode SR_ACC_DENSE or SR_ACC_SPARSE) computed at local_step
  * by task would do now: 1 be accepted, 0 not be counted (*over_share set
@@ -203,6 +232,13 @@ typedef struct {
     double  grad_scale; /* the step's clipping factor (sr__optim_at_step); 0 reads as 1 */
 } sr_optim;
 
+/* issue 25: the version of the kernels' arithmetic, recorded in the
+ * stored recipe ("optim_formula"): 1 before issue 25 (adam's epsilon
+ * outside the bias correction, as TensorFlow), 2 torch.optim 1.13's order
+ * (docs/optimizers.md).  A restart on an adam store of an older formula is
+ * refused unless --reconfigure. */
+#define SR_OPTIM_FORMULA 2
+
 /* Names of the optimizer slots of a configuration (0, 1 or 2), then "ema"
  * if enabled.  Returns the count; names are static strings. */
 int sr__optim_slots(const sr_optim *o, const char *names[3]);
@@ -217,15 +253,11 @@ double sr__optim_lr_at(const sr_optim *o, int64_t step);
 /* The optimizer of that update: o with lr the rate of `step` and, with
  * clip_norm > 0, grad_scale = clip_norm / (sqrt(sumsq) + 1e-6) when that is
  * below 1 (torch.nn.utils.clip_grad_norm_), sumsq being the sum of the
- * squares of every averaged gradient of the step (sr__optim_sumsq_accum
- * over all its accumulators, in the variables' order). */
+ * squares of every averaged gradient of the step (sr__accum_sumsq of all
+ * its accumulators, added in the variables' order, partitions in order).
+ * The apply scales in its own pass, so clipping adds no pass over the
+ * variables or slots. */
 sr_optim sr__optim_at_step(const sr_optim *o, int64_t step, double sumsq);
-/* The sum of the squares of a TAKEN accumulator's averaged gradient, as the
- * apply divides it (dense: every element; sparse: the touched rows, per
- * row or per replica), in double; 0 when every gradient was absent.  Read
- * right after the take, while the sums are fresh: the apply then scales in
- * its own pass, so clipping adds no pass over the variables or slots. */
-double sr__optim_sumsq_accum(const sr_optim *o, const sr_accum *a);
 /* SR_EINVAL naming the option when o's issue-25 settings do not fit
  * together (--nesterov without momentum, a schedule without its steps, a
  * negative --weight-decay or --clip-norm, ...). */

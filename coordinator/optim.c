@@ -360,66 +360,10 @@ sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void
     }
     for (uint64_t i = 0; i < a->ntouched; i++) {
         uint64_t r = a->touched[i];
-        double   div = o->sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)sr__accum_divisor(a)
-                                                                    : (double)a->row_count[r];
+        double   div = sr__accum_row_divisor(a, r, o->sparse_mean);
         apply_range(o, t, a->dtype, var, NULL, a->sum, div, s1, s2, r * a->row_elems, a->row_elems);
         mark_dirty(dirty, chunk_elems, elem_base + r * a->row_elems, a->row_elems);
     }
-}
-
-/* Eight partial sums, added in a fixed order at the end: the loop
- * vectorises (a single double sum would be one long chain of additions)
- * and the result does not depend on anything but the values. */
-#define SR_DEFINE_SUMSQ(T, SUF)                                              \
-    static double sumsq_##SUF(const T *restrict sum, double div, uint64_t n) \
-    {                                                                        \
-        const T  d = (T)div;                                                 \
-        double   acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, total = 0;               \
-        uint64_t i = 0;                                                      \
-        for (; i + 8 <= n; i += 8) {                                         \
-            for (int k = 0; k < 8; k++) {                                    \
-                double g = (double)(sum[i + (uint64_t)k] / d);               \
-                acc[k] += g * g;                                             \
-            }                                                                \
-        }                                                                    \
-        for (int k = 0; k < 8; k++) {                                        \
-            total += acc[k];                                                 \
-        }                                                                    \
-        for (; i < n; i++) {                                                 \
-            double g = (double)(sum[i] / d);                                 \
-            total += g * g;                                                  \
-        }                                                                    \
-        return total;                                                        \
-    }
-
-SR_DEFINE_SUMSQ(float, f32)
-SR_DEFINE_SUMSQ(double, f64)
-
-static double
-sumsq_range(int dtype, const void *sum, double div, uint64_t off, uint64_t n)
-{
-    return dtype == SR_FLOAT32 ? sumsq_f32((const float *)sum + off, div, n)
-                               : sumsq_f64((const double *)sum + off, div, n);
-}
-
-double
-sr__optim_sumsq_accum(const sr_optim *o, const sr_accum *a)
-{
-    double total = 0;
-
-    if (a->mode == SR_ACC_DENSE) {
-        return sumsq_range(a->dtype, a->sum, (double)sr__accum_divisor(a), 0, a->elems);
-    }
-    if (a->mode != SR_ACC_SPARSE) {
-        return 0; /* every gradient absent: nothing is applied */
-    }
-    for (uint64_t i = 0; i < a->ntouched; i++) {
-        uint64_t r = a->touched[i];
-        double   div = o->sparse_mean == SR_SPARSE_MEAN_PER_REPLICA ? (double)sr__accum_divisor(a)
-                                                                    : (double)a->row_count[r];
-        total += sumsq_range(a->dtype, a->sum, div, r * a->row_elems, a->row_elems);
-    }
-    return total;
 }
 
 int

@@ -330,6 +330,7 @@ init_accums(coord *c, cvar *v)
             return rc;
         }
         sr__accum_set_rules(&v->acc[p], sr__coord_task_share(c->o), c->o->deterministic_sum);
+        sr__accum_set_sumsq(&v->acc[p], c->o->optim.clip_norm > 0, c->o->optim.sparse_mean);
     }
     v->has_acc = 1;
     return SR_OK;

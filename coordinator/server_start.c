@@ -372,6 +372,41 @@ adamw_default(sr_coord_opts *o, int stored)
     }
 }
 
+/* issue 25: the formula the store's adam was trained with (its recipe's
+ * "optim_formula"; a store without it but with issue 25's "weight_decay"
+ * was written by formula 2, one without either by formula 1, TensorFlow's
+ * epsilon).  Continuing an adam store of an older formula changes every
+ * update by the order of --epsilon: refused unless --reconfigure, which
+ * records it.  *len: the length of o->reconfigured so far. */
+static sr_err
+check_formula(sr_coord_opts *o, const char *cfg, size_t *len)
+{
+    char have[64];
+    long stored = cfg_get(cfg, "optim_formula", have, sizeof(have))  ? strtol(have, NULL, 10)
+                  : cfg_get(cfg, "weight_decay", have, sizeof(have)) ? 2
+                                                                     : 1;
+
+    if (stored >= SR_OPTIM_FORMULA || o->optim.kind != SR_OPT_ADAM ||
+        !cfg_get(cfg, "optimizer", have, sizeof(have)) || strcmp(have, "adam") != 0) {
+        return SR_OK; /* sgd's and momentum's formulas did not change */
+    }
+    if (!o->reconfigure) {
+        return sr_fail(SR_EINVAL,
+                       "%s: the store's adam was trained with syncrep's formula %ld (epsilon "
+                       "outside the bias correction, as TensorFlow); this coordinator applies "
+                       "formula %d (torch.optim.Adam's), which changes every update by the order "
+                       "of --epsilon (add --reconfigure to go on with it, recorded; "
+                       "docs/optimizers.md)",
+                       o->store_path, stored, SR_OPTIM_FORMULA);
+    }
+    if (*len < sizeof(o->reconfigured)) {
+        *len +=
+            (size_t)snprintf(o->reconfigured + *len, sizeof(o->reconfigured) - *len,
+                             "%soptim_formula %ld->%d", *len ? " " : "", stored, SR_OPTIM_FORMULA);
+    }
+    return SR_OK;
+}
+
 sr_err
 sr_coord_resolve_opts(sr_coord_opts *o)
 {
@@ -423,6 +458,9 @@ sr_coord_resolve_opts(sr_coord_opts *o)
             len += (size_t)snprintf(o->reconfigured + len, sizeof(o->reconfigured) - len,
                                     "%s%s %s->%s", len ? " " : "", recipe[i].key, have, want);
         }
+    }
+    if (rc == SR_OK) {
+        rc = check_formula(o, cfg, &len);
     }
     free(cfg);
     adamw_default(o, stored_wd);
@@ -544,6 +582,7 @@ sr__coord_start(coord *c)
                      "\"sync\":\"%s\"",
                      o->R, o->N, o->checkpoint_every, o->step_log ? "true" : "false",
                      o->commit_async ? "async" : "sync", o->sync_normal ? "normal" : "full");
+    sr_strbuf_printf(&cfg, ",\"optim_formula\":%d", SR_OPTIM_FORMULA); /* issue 25 */
     /* The recipe, read back by the next start (sr_coord_resolve_opts). */
     for (int i = 0; i < RC_COUNT; i++) {
         char v[64];

@@ -202,7 +202,8 @@ commit_step(coord *c)
 /* issue 25: the sum of the squares of the step's averaged gradients, over
  * every trainable variable (in the store's order, partitions in order: the
  * chaos verifier adds them up the same way), for --clip-norm; 0 without it.
- * Read once the last accumulator is taken, before any is applied; the
+ * Each accumulator summed its own squares as it was taken (in the add loop
+ * of its last push: sr__accum_set_sumsq), so this reads no gradient; the
  * apply scales the gradients in its own pass. */
 static double
 step_sumsq(const coord *c)
@@ -215,7 +216,7 @@ step_sumsq(const coord *c)
     for (size_t i = 0; i < c->nvars; i++) {
         const cvar *v = &c->vars[i];
         for (uint32_t p = 0; v->has_acc && p < v->nparts; p++) {
-            total += sr__optim_sumsq_accum(&c->o->optim, &v->acc[p]);
+            total += sr__accum_sumsq(&v->acc[p]);
         }
     }
     return total;

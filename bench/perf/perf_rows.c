@@ -364,8 +364,9 @@ row_commit(bench *b)
         return rc;
     }
     finish_cell(xo);
-    /* The target: adamw + clipping's apply within 1.2x of SGD's; the step's
-     * rate is the measure (the apply is on the step's path). */
+    /* The target: adamw + clipping's apply within 1.2x of SGD's; here the
+     * step's rate is the measure (the apply is on the step's path), the
+     * apply alone is bench/optim/optim_apply's. */
     xo->met = xo->ratio >= 1 / 1.2;
     snprintf(xo->note, sizeof(xo->note), "adamw+clip step %.1f ms vs sgd %.1f ms",
              xo->sr_med > 0 ? 1000.0 / xo->sr_med : -1,

@@ -221,6 +221,90 @@ test_config_new_variable_on_ready_model_needs_the_option(void **state)
     sr_harness_fini(&h);
 }
 
+/* Drop `,"key":value` from the store's config: a store written before the
+ * key was. */
+static void
+forget_config_keys(const sr_harness *h, const char *const *keys, int n)
+{
+    sr_store     *st;
+    sr_store_opts o;
+    char         *text = NULL;
+
+    memset(&o, 0, sizeof(o));
+    assert_sr_ok(sr_store_open(h->store, &o, &st));
+    assert_sr_ok(sr_store_get_config(st, &text));
+    for (int k = 0; k < n; k++) {
+        char  pat[64];
+        char *p;
+        snprintf(pat, sizeof(pat), ",\"%s\":", keys[k]);
+        assert_non_null(p = strstr(text, pat));
+        size_t e = strcspn(p + 1, ",}") + 1;
+        memmove(p, p + e, strlen(p + e) + 1);
+    }
+    assert_sr_ok(sr_store_set_config(st, text));
+    free(text);
+    sr_store_close(st);
+}
+
+/* issue 25: adam moved epsilon to torch.optim's place (formula 2).  A
+ * store its older formula trained (its recipe has neither "optim_formula"
+ * nor issue 25's keys) is not continued silently: refused, naming both
+ * formulas; with --reconfigure it goes on, recorded.  An sgd store of
+ * formula 1 starts as before (sgd's formula did not change). */
+static void
+test_config_old_adam_formula_needs_reconfigure(void **state)
+{
+    static const char *const old_keys[] = {"optim_formula", "weight_decay", "lr_schedule"};
+    sr_harness               h;
+    char                     cfg[2048], log2[600];
+    int                      ws;
+    (void)state;
+
+    sr_harness_init(&h, "formula");
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--optimizer", "adam", "--learning-rate",
+                     "0.25", NULL);
+    train(&h, 2, 1);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    assert_int_equal(store_incarnation(&h, cfg, sizeof(cfg)), 1);
+    assert_non_null(strstr(cfg, "\"optim_formula\":2"));
+    /* Formula 2 written: a restart is no change. */
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", NULL);
+    train(&h, 1, 0);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    assert_int_equal(store_incarnation(&h, cfg, sizeof(cfg)), 2);
+    assert_int_equal(sr_harness_log_count(&h, "COORD-RECONFIGURE"), 0);
+
+    forget_config_keys(&h, old_keys, 3);
+    snprintf(log2, sizeof(log2), "%s/refused.log", h.dir);
+    ws = run_coordinator(&h, log2, NULL, NULL, NULL, NULL);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    assert_true(sr_harness_file_count(log2, "the store's adam was trained with syncrep's formula "
+                                            "1 (epsilon outside the bias correction"));
+    assert_true(sr_harness_file_count(log2, "add --reconfigure to go on with it"));
+    assert_int_equal(store_incarnation(&h, cfg, sizeof(cfg)), 2); /* nothing written */
+
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--reconfigure", NULL);
+    train(&h, 1, 0);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    assert_int_equal(sr_harness_log_count(&h, "optim_formula 1->2"), 1);
+    assert_int_equal(store_incarnation(&h, cfg, sizeof(cfg)), 3);
+    assert_non_null(strstr(cfg, "\"optim_formula\":2"));
+    assert_non_null(strstr(cfg, "\"reconfigured\":\"optim_formula 1->2\""));
+
+    /* sgd of formula 1: no refusal. */
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--optimizer", "sgd", "--reconfigure",
+                     NULL);
+    train(&h, 1, 0);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    forget_config_keys(&h, old_keys, 3);
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", NULL);
+    train(&h, 1, 0);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    assert_int_equal(store_incarnation(&h, cfg, sizeof(cfg)), 5);
+    assert_null(strstr(cfg, "reconfigured"));
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -228,6 +312,7 @@ main(void)
         cmocka_unit_test(test_config_restart_keeps_the_recipe_changes_only_with_reconfigure),
         cmocka_unit_test(test_config_new_store_momentum_with_sgd_refused),
         cmocka_unit_test(test_config_new_variable_on_ready_model_needs_the_option),
+        cmocka_unit_test(test_config_old_adam_formula_needs_reconfigure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

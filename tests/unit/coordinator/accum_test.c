@@ -501,6 +501,147 @@ test_accum_replicas_raised_grows_room_deterministic(void **state)
     sr__accum_destroy(&a);
 }
 
+/* issue 25, --clip-norm: the squares of the averaged gradient summed at
+ * the take.  37 elements: the 8-lane loop and its tail. */
+#define SQ_N 37
+
+static void
+sq_grads(float g[3][SQ_N])
+{
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < SQ_N; i++) {
+            g[k][i] = (float)((i * 7 + k * 3) % 11 - 5) * 0.1f + (float)k * 1e-3f;
+        }
+    }
+}
+
+/* The sum of the squares of sum / div as the take must form it (the
+ * squares of the sums, lane by lane, then / div^2), written out here apart
+ * from the code under test. */
+static double
+sq_want(const float *sum, int div)
+{
+    double lane[8] = {0}, total = 0;
+    int    i = 0;
+    for (; i + 8 <= SQ_N; i += 8) {
+        for (int k = 0; k < 8; k++) {
+            lane[k] += (double)sum[i + k] * (double)sum[i + k];
+        }
+    }
+    for (int k = 0; k < 8; k++) {
+        total += lane[k];
+    }
+    for (; i < SQ_N; i++) {
+        total += (double)sum[i] * (double)sum[i];
+    }
+    return total / ((double)div * (double)div);
+}
+
+static double
+sq_take(float g[3][SQ_N], int how)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    int              took = 0;
+    double           r;
+
+    /* how: 0 the last push takes it; 1 R lowered after three; 2 the last of
+     * four is absent; 3 the deterministic take. */
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, SQ_N, SQ_N, how == 0 || how == 3 ? 3 : 4, 0));
+    sr__accum_set_rules(&a, 0, how == 3);
+    sr__accum_set_sumsq(&a, 1, SR_SPARSE_MEAN_PER_ROW);
+    for (int k = 0; k < 3; k++) {
+        assert_sr_ok(sr__accum_push_dense(&a, g[k], 0, k, &out));
+    }
+    if (how == 1 || how == 2) {
+        assert_int_equal(a.sumsq_done, 0); /* no push so far was the last */
+    }
+    if (how == 1) {
+        assert_sr_ok(sr__accum_set_replicas(&a, 3, &took));
+        assert_int_equal(took, 1);
+    } else if (how == 2) {
+        assert_sr_ok(sr__accum_push_absent(&a, 0, 3, &out));
+    }
+    assert_int_equal(a.taken, 1);
+    assert_int_equal(sr__accum_divisor(&a), 3);
+    assert_int_equal(a.sumsq_done, 1);
+    r = sr__accum_sumsq(&a);
+    assert_true(r == sq_want(a.sum, 3));
+    sr__accum_destroy(&a);
+    return r;
+}
+
+static void
+test_accum_sumsq_dense_same_bits_fused_or_not(void **state)
+{
+    float  g[3][SQ_N];
+    double last, lowered, absent, det;
+    (void)state;
+
+    sq_grads(g);
+    last = sq_take(g, 0);
+    assert_true(last > 0);
+    lowered = sq_take(g, 1);
+    absent = sq_take(g, 2);
+    det = sq_take(g, 3);
+    /* Four paths to the same sums give the same bits (the chaos verifier
+     * replays whichever one the coordinator took with the first). */
+    assert_memory_equal(&last, &lowered, sizeof(last));
+    assert_memory_equal(&last, &absent, sizeof(last));
+    assert_memory_equal(&last, &det, sizeof(last));
+}
+
+static void
+test_accum_sumsq_off_and_one_replica(void **state)
+{
+    sr_accum         a;
+    sr_accum_outcome out;
+    const double     g[3] = {3.0, -4.0, 12.0};
+    (void)state;
+
+    /* Off: nothing summed. */
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT64, 3, 3, 1, 0));
+    assert_sr_ok(sr__accum_push_dense(&a, g, 0, 0, &out));
+    assert_int_equal(a.sumsq_done, 0);
+    assert_true(sr__accum_sumsq(&a) == 0);
+    sr__accum_destroy(&a);
+    /* R = 1: the copy of the only gradient sums the squares. */
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT64, 3, 3, 1, 0));
+    sr__accum_set_sumsq(&a, 1, SR_SPARSE_MEAN_PER_ROW);
+    assert_sr_ok(sr__accum_push_dense(&a, g, 0, 0, &out));
+    assert_int_equal(a.sumsq_done, 1);
+    assert_true(sr__accum_sumsq(&a) == 169.0);
+    assert_memory_equal(a.sum, g, sizeof(g));
+    /* The next step starts again. */
+    sr__accum_reset(&a);
+    assert_true(sr__accum_sumsq(&a) == 0);
+    assert_sr_ok(sr__accum_push_dense(&a, g, 1, 0, &out));
+    assert_true(sr__accum_sumsq(&a) == 169.0);
+    sr__accum_destroy(&a);
+}
+
+static void
+test_accum_sumsq_sparse_touched_rows_by_their_divisor(void **state)
+{
+    sr_accum_outcome out;
+    const int64_t    i1[2] = {0, 1}, i2[1] = {1};
+    const float      r1[2] = {1, 2}, r2[1] = {4};
+    (void)state;
+
+    /* 3 rows x 1; R = 2: row 0 touched once, row 1 twice, row 2 never.
+     * Per row: 1 / 1 and (2 + 4) / 2; per replica: / 2 both. */
+    for (int mean = 0; mean < 2; mean++) {
+        sr_accum a;
+        assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 3, 3, 2, 0));
+        sr__accum_set_sumsq(&a, 1, mean ? SR_SPARSE_MEAN_PER_REPLICA : SR_SPARSE_MEAN_PER_ROW);
+        assert_sr_ok(sr__accum_push_sparse(&a, i1, r1, 2, 0, 0, &out));
+        assert_sr_ok(sr__accum_push_sparse(&a, i2, r2, 1, 0, 1, &out));
+        assert_int_equal(a.taken, 1);
+        assert_true(sr__accum_sumsq(&a) == (mean ? 0.25 + 9.0 : 1.0 + 9.0));
+        sr__accum_destroy(&a);
+    }
+}
+
 int
 main(void)
 {
@@ -522,6 +663,9 @@ main(void)
         cmocka_unit_test(test_accum_replicas_lowered_to_count_takes_with_what_it_has),
         cmocka_unit_test(test_accum_replicas_lowered_below_count_takes_all),
         cmocka_unit_test(test_accum_replicas_raised_grows_room_deterministic),
+        cmocka_unit_test(test_accum_sumsq_dense_same_bits_fused_or_not),
+        cmocka_unit_test(test_accum_sumsq_off_and_one_replica),
+        cmocka_unit_test(test_accum_sumsq_sparse_touched_rows_by_their_divisor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -172,35 +172,6 @@ test_optim_step_rate_and_clipping_factor(void **state)
     assert_near(var[0], 1.0 - 0.1 * (2.0 * 0.5), 1e-15);
 }
 
-static void
-test_optim_sumsq_of_dense_and_sparse_accumulators(void **state)
-{
-    sr_optim         o = optim(SR_OPT_SGD);
-    sr_accum         a;
-    sr_accum_outcome out;
-    float            g[11];
-    double           want = 0;
-    (void)state;
-
-    for (int i = 0; i < 11; i++) { /* 11: the 8-lane loop and its tail */
-        g[i] = (float)(i - 5) * 0.25f;
-        want += (double)(g[i] * 2 / 2) * (double)(g[i] * 2 / 2);
-    }
-    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, 11, 11, 2, 0));
-    assert_sr_ok(sr__accum_push_dense(&a, g, 0, 0, &out));
-    assert_sr_ok(sr__accum_push_dense(&a, g, 0, 1, &out));
-    assert_near(sr__optim_sumsq_accum(&o, &a), want, 1e-12); /* averages of g + g */
-    sr__accum_destroy(&a);
-
-    /* Sparse: only the touched rows, each averaged as the apply does:
-     * row 0 = 1 / 1, row 1 = (2 + 4) / 2 per row; per replica / 2. */
-    sparse_setup(&a);
-    assert_near(sr__optim_sumsq_accum(&o, &a), 1.0 + 9.0, 1e-15);
-    o.sparse_mean = SR_SPARSE_MEAN_PER_REPLICA;
-    assert_near(sr__optim_sumsq_accum(&o, &a), 0.25 + 9.0, 1e-15);
-    sr__accum_destroy(&a);
-}
-
 /* Sparse rows under every optimizer: only the touched rows of the
  * variable and of its slots change (torch.optim.SparseAdam, TF's sparse
  * apply); weight decay, adamw's included, reaches the touched rows only. */
@@ -515,7 +486,6 @@ main(void)
         cmocka_unit_test(test_optim_adamw_decays_the_variable_first),
         cmocka_unit_test(test_optim_nesterov_looks_ahead),
         cmocka_unit_test(test_optim_step_rate_and_clipping_factor),
-        cmocka_unit_test(test_optim_sumsq_of_dense_and_sparse_accumulators),
         cmocka_unit_test(test_optim_sparse_touches_only_rows_under_every_optimizer),
         cmocka_unit_test(test_optim_check_refuses_what_does_not_fit),
         cmocka_unit_test(test_optim_fused_and_plain_kernels_agree),

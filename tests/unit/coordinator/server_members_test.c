@@ -1,6 +1,6 @@
 /*
  * Issue 26, elastic membership, driven in-process through the coordinator's
- * I/O seam as server_test.c does (its fixture, copied): R = N = 3 with
+ * I/O seam as server_test.c does (the fixture of server_fixture.c): R = N = 3 with
  * --min-replicas 2, SGD with lr 0.5, gradients every float represents
  * exactly.  A worker that leaves lowers R' for the open step at once; one
  * that comes back raises it at the next step boundary; CTL changes R and
@@ -16,133 +16,20 @@
 #include "coordinator/server_int.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "server_fixture.h"
 
-/* ---- the fake I/O: every frame sent, in order ---------------------------- */
-
-#define MAX_FRAMES 256
-
-typedef struct {
-    uint8_t *data;
-    size_t   len;
-    int      more; /* ZMQ_SNDMORE: the message goes on */
-} sent_frame;
-
-typedef struct {
-    sent_frame f[MAX_FRAMES];
-    size_t     n;
-    size_t     read; /* frames taken by next_reply */
-    int64_t    now_ms;
-} fake_io;
-
-static int
-fake_send(void *ctx, const void *data, size_t len, int flags)
-{
-    fake_io *io = ctx;
-
-    assert_true(io->n < MAX_FRAMES);
-    sent_frame *s = &io->f[io->n++];
-    s->data = malloc(len ? len : 1);
-    assert_non_null(s->data);
-    memcpy(s->data, data, len);
-    s->len = len;
-    s->more = (flags & ZMQ_SNDMORE) != 0;
-    return (int)len;
-}
-
-/* Sent at once: the message's free function runs (a pull slot or a value's
- * reference is released) as when ZeroMQ has sent it. */
-static int
-fake_send_msg(void *ctx, zmq_msg_t *m, int flags)
-{
-    int n = fake_send(ctx, zmq_msg_data(m), zmq_msg_size(m), flags);
-    zmq_msg_close(m);
-    return n;
-}
-
-static int64_t
-fake_now(void *ctx)
-{
-    return ((fake_io *)ctx)->now_ms;
-}
-
-/* One reply message: its routing id, header and body frames. */
-typedef struct {
-    char           rid[16];
-    sr_wire_header h;
-    sent_frame    *body;
-    int            nbody;
-} reply;
-
-/* The next unread message, or 0 when every sent frame has been read. */
-static int
-next_reply(fake_io *io, reply *r)
-{
-    if (io->read == io->n) {
-        return 0;
-    }
-    sent_frame *rid = &io->f[io->read];
-    sent_frame *hdr = &io->f[io->read + 1];
-    assert_true(io->read + 1 < io->n);
-    assert_true(rid->more);
-    assert_true(rid->len < sizeof(r->rid));
-    memcpy(r->rid, rid->data, rid->len);
-    r->rid[rid->len] = '\0';
-    assert_sr_ok(sr_wire_header_decode(hdr->data, hdr->len, &r->h));
-    io->read += 2;
-    r->body = &io->f[io->read];
-    r->nbody = 0;
-    for (int more = hdr->more; more; r->nbody++, io->read++) {
-        assert_true(io->read < io->n);
-        more = io->f[io->read].more;
-    }
-    return 1;
-}
-
-/* ---- the fixture: a coordinator on a temp-dir store ---------------------- */
-
-enum { TASK0_ID = 0xA0, TASK1_ID = 0xB1, TASK2_ID = 0xC2, TASK2B_ID = 0xC3 };
-
-typedef struct {
-    char         *dir;
-    char          path[600];
-    sr_coord_opts o;
-    coord         c;
-    fake_io       io;
-    uint64_t      req_id;
-} fixture;
-
-static void
-fixture_open(fixture *t)
-{
-    sr__coord_init(&t->c, &t->o);
-    t->c.io.send = fake_send;
-    t->c.io.send_msg = fake_send_msg;
-    t->c.io.now_ms = fake_now;
-    t->c.io.ctx = &t->io;
-    assert_sr_ok(sr__coord_open_store(&t->c));
-    assert_sr_ok(sr__coord_start(&t->c));
-}
+/* ---- the fixture (server_fixture.c) ------------------------------------ */
 
 static int
 setup(void **state)
 {
-    fixture *t = calloc(1, sizeof(*t));
+    fixture *t = fixture_new(3, 3);
 
-    if (t == NULL || (t->dir = sr_test_mkdtemp("coord")) == NULL) {
-        free(t);
+    if (t == NULL) {
         return -1;
     }
-    sr_log_set_level(SR_LOG_ERR);
-    snprintf(t->path, sizeof(t->path), "%s/c.db", t->dir);
-    sr_coord_opts_default(&t->o);
-    t->o.store_path = t->path;
-    t->o.R = 3;
-    t->o.N = 3;
     t->o.min_replicas = 2;
     t->o.step_log = 1;
-    t->o.optim.lr = 0.5;
-    t->o.sync_normal = 1;
-    t->io.now_ms = 1000;
     *state = t;
     return 0;
 }
@@ -150,113 +37,7 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-    fixture *t = *state;
-
-    sr__coord_free(&t->c);
-    for (size_t i = 0; i < t->io.n; i++) {
-        free(t->io.f[i].data);
-    }
-    sr_test_rmdir_rf(t->dir);
-    free(t->dir);
-    free(t);
-    return 0;
-}
-
-/* ---- requests ----------------------------------------------------------- */
-
-typedef struct {
-    const void *p;
-    size_t      n;
-} blob;
-
-static sr_wire_header
-hdr(fixture *t, int type, uint64_t client_id, int32_t task)
-{
-    sr_wire_header h;
-
-    memset(&h, 0, sizeof(h));
-    h.type = (uint8_t)type;
-    h.request_id = ++t->req_id;
-    h.incarnation = t->c.incarnation;
-    h.client_id = client_id;
-    h.task_index = task;
-    return h;
-}
-
-static void
-deliver(fixture *t, const char *rid, const sr_wire_header *h, const blob *body, int nbody)
-{
-    zmq_msg_t parts[8];
-    uint8_t   hb[SR_WIRE_HEADER_BYTES];
-    int       n = 0;
-
-    sr_wire_header_encode(h, hb);
-    const blob all[8] = {{rid, strlen(rid)}, {hb, sizeof(hb)}};
-    for (; n < 2 + nbody; n++) {
-        const blob *b = n < 2 ? &all[n] : &body[n - 2];
-        assert_int_equal(zmq_msg_init_size(&parts[n], b->n), 0);
-        memcpy(zmq_msg_data(&parts[n]), b->p, b->n);
-    }
-    sr__coord_dispatch(&t->c, parts, n);
-    for (int i = 0; i < n; i++) {
-        zmq_msg_close(&parts[i]);
-    }
-}
-
-/* A request with no body; its header for the caller's checks. */
-static sr_wire_header
-simple(fixture *t, const char *rid, int type, uint64_t client_id, int32_t task)
-{
-    sr_wire_header h = hdr(t, type, client_id, task);
-    deliver(t, rid, &h, NULL, 0);
-    return h;
-}
-
-/* The chief declares w: float32[2] = {1, 2}. */
-static void
-declare_w(fixture *t)
-{
-    sr_wire_vardesc d;
-    uint8_t         db[SR_WIRE_BODY_MAX];
-    const float     init[2] = {1.0f, 2.0f};
-
-    memset(&d, 0, sizeof(d));
-    snprintf(d.name, sizeof(d.name), "w");
-    d.dtype = SR_FLOAT32;
-    d.ndim = 1;
-    d.shape[0] = 2;
-    sr_wire_header h = hdr(t, SR_MSG_DECLARE, TASK0_ID, 0);
-    blob           body[2] = {{db, sr_wire_vardesc_encode(&d, db, sizeof(db))}, {init, 8}};
-    deliver(t, "a", &h, body, 2);
-}
-
-static void
-mark_ready(fixture *t)
-{
-    sr_wire_ready_req q = {1};
-    uint8_t           b[8];
-    sr_wire_header    h = hdr(t, SR_MSG_READY, TASK0_ID, 0);
-    blob              body[1] = {{b, sr_wire_ready_req_encode(&q, b, sizeof(b))}};
-    deliver(t, "a", &h, body, 1);
-}
-
-static void
-push_w(fixture *t, const char *rid, uint64_t client_id, int32_t task, int64_t local_step,
-       uint64_t seq, float g0, float g1)
-{
-    sr_wire_pushdesc p;
-    uint8_t          pb[SR_WIRE_BODY_MAX];
-    const float      g[2] = {g0, g1};
-
-    memset(&p, 0, sizeof(p));
-    snprintf(p.name, sizeof(p.name), "w");
-    p.dtype = SR_FLOAT32;
-    p.count = sizeof(g);
-    sr_wire_header h = hdr(t, SR_MSG_PUSH, client_id, task);
-    h.local_step = local_step;
-    h.seq = seq;
-    blob body[2] = {{pb, sr_wire_pushdesc_encode(&p, pb, sizeof(pb))}, {g, sizeof(g)}};
-    deliver(t, rid, &h, body, 2);
+    return fixture_teardown(state);
 }
 
 /* Both tasks say HELLO; the chief declares w and marks the model ready. */
