@@ -27,7 +27,7 @@
 #include "tools/status_client.h"
 
 static const char usage_text[] =
-    "usage: syncrep status [--connect ENDPOINT] [--json] [--timeout-ms MS]\n"
+    "usage: syncrep status [--connect ENDPOINT] [--json] [--tensors] [--timeout-ms MS]\n"
     "                      [--watch [--interval S] [--count N]]\n"
     "                      [--curve-server-key-file F --curve-secret-key-file F\n"
     "                       [--curve-public-key-file F]]\n"
@@ -40,6 +40,8 @@ static const char usage_text[] =
     "it was last heard from, its push counts and how many steps it completed last\n"
     "(straggler).  --json prints the coordinator's JSON as it is.\n"
     "\n"
+    "  --tensors       also list every tensor of a model declared as a whole\n"
+    "                  (sr_client_declare_model): its pack, offset, dtype and shape\n"
     "  --watch         refresh every --interval S seconds (default 1): on a terminal\n"
     "                  the view is redrawn in place (q or Ctrl-C quits); otherwise\n"
     "                  one block (with --json one JSON line) per interval\n"
@@ -203,6 +205,75 @@ accumulators(const char *json, int R, char *out, size_t cap, int show, long long
 
 /* ---- the views ---------------------------------------------------------- */
 
+/* The end of the JSON array whose '[' is at `open` (its ']'), or NULL. */
+static const char *
+array_end(const char *open)
+{
+    int depth = 0, in_str = 0;
+
+    for (const char *q = open; *q != '\0'; q++) {
+        if (in_str) {
+            q += *q == '\\' && q[1] != '\0';
+            in_str = *q != '"';
+        } else if (*q == '"') {
+            in_str = 1;
+        } else if (*q == '[') {
+            depth++;
+        } else if (*q == ']' && --depth == 0) {
+            return q;
+        }
+    }
+    return NULL;
+}
+
+/* Issue 23: "model: 161 tensors in 2 packs (syncrep:pack/0 float32
+ * trainable 97.5 MiB 159 tensors, ...)" when a model was declared as a
+ * whole; with `list`, a line per tensor. */
+static void
+print_model(const char *json, int list)
+{
+    const char *p = strstr(json, "\"packs\":[");
+    const char *t = strstr(json, "\"tensors\":[");
+    char        name[256], pack[256], a[32], b[32], c[32];
+    int         npacks = 0;
+    long long   ntensors = 0;
+
+    if (p == NULL || t == NULL || p[strlen("\"packs\":[")] == ']') {
+        return;
+    }
+    for (const char *q = p; (q = strstr(q, "{\"name\":")) != NULL && q < t; q++) {
+        ntensors += (long long)num(q, "tensors");
+        npacks++;
+    }
+    printf("model: %lld tensors in %d pack%s (", ntensors, npacks, npacks == 1 ? "" : "s");
+    for (const char *q = p; (q = strstr(q, "{\"name\":")) != NULL && q < t; q++) {
+        json_string(q + strlen("{\"name\":"), name, sizeof(name));
+        printf("%s%s %s %s %.1f MiB %s tensors", q == strstr(p, "{\"name\":") ? "" : ", ", name,
+               field(q, "dtype", a, sizeof(a)),
+               strcmp(field(q, "trainable", b, sizeof(b)), "true") == 0 ? "trainable" : "frozen",
+               num(q, "bytes") / (1024.0 * 1024.0), field(q, "tensors", c, sizeof(c)));
+    }
+    printf(")\n");
+    if (!list) {
+        return;
+    }
+    printf("%-40s %-20s %-12s %-8s %s\n", "tensor", "pack", "offset", "dtype", "shape");
+    const char *end = array_end(t + strlen("\"tensors\":"));
+    for (const char *q = t; end != NULL && (q = strstr(q, "{\"name\":")) != NULL && q < end; q++) {
+        const char *sh = strstr(q, "\"shape\":[");
+        if (sh == NULL) {
+            break;
+        }
+        sh += strlen("\"shape\":[");
+        json_string(q + strlen("{\"name\":"), name, sizeof(name));
+        const char *pk = strstr(q, "\"pack\":");
+        json_string(pk != NULL ? pk + strlen("\"pack\":") : "\"?\"", pack, sizeof(pack));
+        printf("%-40s %-20s %-12s %-8s [%.*s]%s\n", name, pack, field(q, "offset", a, sizeof(a)),
+               field(q, "dtype", b, sizeof(b)), (int)strcspn(sh, "]"), sh,
+               strcmp(field(q, "trainable", c, sizeof(c)), "true") == 0 ? "" : " frozen");
+    }
+}
+
 #define MAX_ROWS 4096
 
 /* What the previous refresh saw (--watch): the rate and the stragglers
@@ -230,7 +301,7 @@ prev_stragglers(const watch_prev *p, long long task)
  * rate between refreshes and the stragglers of the last interval; NULL for
  * a single answer. */
 static void
-print_human(const char *json, const watch_prev *prev, double now_s)
+print_human(const char *json, const watch_prev *prev, double now_s, int list_tensors)
 {
     static wrow rows[MAX_ROWS];
     char        a[64], b[64], c2[64], d[64], e[64], acc[1024];
@@ -290,6 +361,7 @@ print_human(const char *json, const watch_prev *prev, double now_s)
     } else {
         printf("accumulators: %s\n", acc);
     }
+    print_model(json, list_tensors);
     if (strstr(json, "\"learning_rate\":") != NULL) { /* issue 25 */
         printf("learning rate %s (the next update's)\n",
                field(json, "learning_rate", a, sizeof(a)));
@@ -484,7 +556,7 @@ timestamp(char *buf, size_t len)
 
 static int
 watch(sr_status_client *sc, const char *endpoint, int timeout_ms, int keys_on, int json,
-      double interval_s, long long count)
+      int list_tensors, double interval_s, long long count)
 {
     static watch_prev prev;
     int               tty_out = isatty(STDOUT_FILENO), tty_in = isatty(STDIN_FILENO);
@@ -521,7 +593,7 @@ watch(sr_status_client *sc, const char *endpoint, int timeout_ms, int keys_on, i
             }
             printf("syncrep status %s at %s%s\n", endpoint, ts,
                    tty_out ? (keys ? "  (q quits)" : "  (Ctrl-C quits)") : "");
-            print_human(text, &prev, now_s);
+            print_human(text, &prev, now_s, list_tensors);
             remember(&prev, text, now_s);
         }
         fflush(stdout);
@@ -541,7 +613,7 @@ sr__cli_status(int argc, char **argv)
 {
     const char       *endpoint = "tcp://127.0.0.1:7070";
     const char       *server_file = NULL, *secret_file = NULL, *public_file = NULL;
-    int               json = 0, watching = 0, rc = 1;
+    int               json = 0, watching = 0, tensors = 0, rc = 1;
     long long         timeout_ms = 5000, count = 0;
     double            interval_s = 1.0;
     sr_status_client *sc = NULL;
@@ -555,6 +627,8 @@ sr__cli_status(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--tensors") == 0) {
+            tensors = 1;
         } else if (strcmp(a, "--watch") == 0) {
             watching = 1;
         } else if (strcmp(a, "--connect") == 0 && has) {
@@ -596,7 +670,7 @@ sr__cli_status(int argc, char **argv)
         return 2;
     }
     if (watching) {
-        rc = watch(sc, endpoint, (int)timeout_ms, k.on, json, interval_s, count);
+        rc = watch(sc, endpoint, (int)timeout_ms, k.on, json, tensors, interval_s, count);
     } else {
         char  *text = NULL;
         size_t len = 0;
@@ -604,7 +678,7 @@ sr__cli_status(int argc, char **argv)
         if (rc == 0 && json) {
             printf("%.*s\n", (int)len, text);
         } else if (rc == 0) {
-            print_human(text, NULL, 0);
+            print_human(text, NULL, 0, tensors);
         }
         rc = rc != 0;
         free(text);

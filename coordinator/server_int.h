@@ -596,6 +596,9 @@ int sr__coord_check_pack_decl(coord *c, const char *name, int dtype, int ndim, c
                               int trainable, char *why, size_t cap);
 /* A pack with no variable yet (the chief has not declared it): 1 with why. */
 int sr__coord_packs_missing(coord *c, char *why, size_t cap);
+/* STATUS: ,"packs":[...],"tensors":[...] (each pack, and each tensor with
+ * its pack and offset, by name: the model's real names). */
+void sr__coord_packs_json(const coord *c, sr_strbuf *b);
 /* ---- server_cursor.c (issue 24: cursor) -------------------------------- */
 
 /* CURSOR: a worker's data cursor for its gradient of h.local_step, or (no

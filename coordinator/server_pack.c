@@ -491,3 +491,33 @@ out:
     free(order);
     free(m);
 }
+
+void
+sr__coord_packs_json(const coord *c, sr_strbuf *b)
+{
+    sr_strbuf_printf(b, ",\"packs\":[");
+    for (size_t i = 0; i < c->npacks; i++) {
+        const cpack *p = &c->packs[i];
+        sr_strbuf_printf(b, "%s{\"name\":", i ? "," : "");
+        sr_strbuf_json_str(b, p->name);
+        sr_strbuf_printf(
+            b, ",\"dtype\":\"%s\",\"trainable\":%s,\"bytes\":%" PRIu64 ",\"tensors\":%zu}",
+            sr_dtype_name(p->dtype), p->trainable ? "true" : "false", p->nbytes, p->nmembers);
+    }
+    sr_strbuf_printf(b, "],\"tensors\":[");
+    for (size_t i = 0; i < c->nmembers; i++) {
+        const sr_store_member *m = &c->members[i].m;
+        sr_strbuf_printf(b, "%s{\"name\":", i ? "," : "");
+        sr_strbuf_json_str(b, m->name);
+        sr_strbuf_printf(b, ",\"pack\":");
+        sr_strbuf_json_str(b, m->pack);
+        sr_strbuf_printf(
+            b, ",\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"dtype\":\"%s\",\"shape\":[",
+            m->offset, m->nbytes, sr_dtype_name(m->dtype));
+        for (int d = 0; d < m->ndim; d++) {
+            sr_strbuf_printf(b, "%s%" PRId64, d ? "," : "", m->shape[d]);
+        }
+        sr_strbuf_printf(b, "],\"trainable\":%s}", m->trainable ? "true" : "false");
+    }
+    sr_strbuf_printf(b, "]");
+}

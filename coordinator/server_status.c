@@ -151,6 +151,7 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
                      ",\"token_piggyback\":{\"whole\":%" PRIu64 ",\"delta\":%" PRIu64
                      ",\"variables\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
                      c->piggy_whole, c->piggy_delta, c->piggy_vars, c->piggy_bytes);
+    sr__coord_packs_json(c, b);          /* issue 23: a model's tensors by name */
     sr__coord_members_json(c, b);        /* issue 26: elastic */
     sr__coord_metrics_status_json(c, b); /* issue 26: the metrics' fields, and the closing } */
 }

@@ -175,11 +175,57 @@ test_status_curve_options_env_and_watch(void **state)
     sr_harness_fini(&h);
 }
 
+/* Issue 23: a model declared as a whole shows its packs, and with --tensors
+ * every tensor by its own name, pack, offset, dtype and shape. */
+static void
+test_status_names_a_models_tensors(void **state)
+{
+    sr_harness     h;
+    sr_client     *c;
+    char           out[16384], args[1200];
+    const int64_t  s_w[2] = {3, 4}, s_b[1] = {4}, s_f[1] = {2};
+    const float    w[12] = {0}, b[4] = {0}, f[2] = {0};
+    sr_tensor_spec m[3] = {
+        {"layer1/weight", SR_FLOAT32, 2, s_w, w, 0},
+        {"layer1/bias", SR_FLOAT32, 1, s_b, b, 0},
+        {"frozen_scale", SR_FLOAT32, 1, s_f, f, SR_DECLARE_NOT_TRAINABLE},
+    };
+    (void)state;
+
+    sr_harness_init(&h, "stmodel");
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "0.5", NULL);
+    c = sr_harness_client(&h, 0);
+    assert_sr_ok(sr_client_declare_model(c, 3, m));
+    assert_sr_ok(sr_client_ready(c));
+    snprintf(args, sizeof(args), "--connect %s", h.endpoint);
+    assert_int_equal(run_status("", args, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "model: 3 tensors in 2 packs ("));
+    assert_non_null(strstr(out, "syncrep:pack/0 float32 trainable"));
+    assert_null(strstr(out, "layer1/weight")); /* listed with --tensors only */
+    snprintf(args, sizeof(args), "--connect %s --tensors", h.endpoint);
+    assert_int_equal(run_status("", args, out, sizeof(out)), 0);
+    const char *lw = strstr(out, "layer1/weight"), *lb = strstr(out, "layer1/bias");
+    const char *lf = strstr(out, "frozen_scale");
+    assert_non_null(lw);
+    assert_non_null(lb);
+    assert_non_null(lf);
+    assert_non_null(strstr(lw, "float32  [3,4]\n"));
+    assert_non_null(strstr(lf, "[2] frozen\n"));
+    snprintf(args, sizeof(args), "--connect %s --json", h.endpoint);
+    assert_int_equal(run_status("", args, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "{\"name\":\"layer1/bias\",\"pack\":\"syncrep:pack/"));
+    assert_int_equal(count_of(out, "\"pack\":"), 3);
+    sr_client_close(c);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_curve_options_env_and_watch),
+        cmocka_unit_test(test_status_names_a_models_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
