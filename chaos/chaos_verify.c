@@ -140,7 +140,7 @@ load_model_layout(const char *path, const sr_store_var *vars, size_t nvars, sr_c
         const sr_store_member *sm = &e->members[m];
         int                    t = sr_chaos_tensor_index(sm->name);
         if (t < 0 || sm->nbytes != sr_chaos_bytes(&tv[t]) || sm->dtype != tv[t].dtype ||
-            (sm->trainable == 0) != (tv[t].frozen != 0)) {
+            sm->ndim != tv[t].ndim || (sm->trainable == 0) != (tv[t].frozen != 0)) {
             return sr_fail(SR_EINVAL, "%s: member %s is not the chaos model's tensor", path,
                            sm->name);
         }
@@ -172,6 +172,16 @@ load_model_layout(const char *path, const sr_store_var *vars, size_t nvars, sr_c
                              .id = -1};
         if ((rc = add_var(e, &vars[k], &pack, -1)) != SR_OK) {
             return rc;
+        }
+    }
+    for (size_t m = 0; m < e->nmembers; m++) {
+        int held = 0;
+        for (int v = 0; v < e->nvars; v++) {
+            held |= e->tensor[v] < 0 && strcmp(e->var[v].name, e->members[m].pack) == 0;
+        }
+        if (!held) {
+            return sr_fail(SR_ECORRUPT, "%s: member %s is in pack %s, which is not stored", path,
+                           e->members[m].name, e->members[m].pack);
         }
     }
     for (int t = 0; t < SR_CHAOS_NTENSORS; t++) {
@@ -384,6 +394,21 @@ fits_replicas(const sr_store_step_replicas *r, int count, char *why, size_t cap)
     return 0;
 }
 
+/* A not-trainable pack takes no gradient: a step-log row of it at step s
+ * (rows from i on) fails exactly_r. */
+static void
+frozen_pushed(const sr_chaos_evidence *e, int v, int64_t s, size_t i, sr_chaos_check *exact)
+{
+    for (size_t k = i; k < e->nlog && e->log[k].step == s && exact->passed; k++) {
+        if (e->log[k].var_id == e->var_id[v]) {
+            exact->passed = 0;
+            snprintf(exact->detail, sizeof(exact->detail),
+                     "step %" PRId64 " variable %s (not trainable): a contribution of task %d", s,
+                     e->var[v].name, e->log[k].task_index);
+        }
+    }
+}
+
 static void
 check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_check *exact)
 {
@@ -396,7 +421,8 @@ check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_
         const sr_store_step_replicas *rr = rep_for_step(e, s, &at_rep);
         for (int v = 0; v < e->nvars; v++) {
             if (e->var[v].frozen) {
-                continue; /* never pushed: its values are checked by the replay */
+                frozen_pushed(e, v, s, i, exact); /* its values: the replay checks them */
+                continue;
             }
             layout l = var_layout(&e->var[v], inc ? inc->partition_bytes : 0);
             int    total = 0, in_parts = 0;

@@ -537,6 +537,17 @@ test_chaos_verify_model_api_names_the_tensor(void **state)
     memmove(&e.log[1], &e.log[0], e.nlog * sizeof(*e.log));
     e.log[0] = first;
     e.nlog++;
+    /* The last row (the last step's sparse tensor) moved to the not
+     * trainable pack, which takes no gradient. */
+    int frozen = 0;
+    while (!e.var[frozen].frozen) {
+        frozen++;
+    }
+    int64_t saved_id = e.log[e.nlog - 1].var_id;
+    e.log[e.nlog - 1].var_id = e.var_id[frozen];
+    assert_int_equal(sr_chaos_verify(&e, checks), 0);
+    assert_non_null(strstr(check_named(checks, "exactly_r")->detail, "(not trainable)"));
+    e.log[e.nlog - 1].var_id = saved_id;
     assert_int_equal(sr_chaos_verify(&e, checks), 1);
     sr_chaos_evidence_free(&e);
 }
