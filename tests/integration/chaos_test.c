@@ -95,13 +95,14 @@ test_chaos_30s_all_roles_resize_passes(void **state)
     free(rep);
 }
 
-/* A run in a fresh directory that must pass every invariant. */
-static void
-expect_pass(const char *tag, const char *args)
+/* A run in a fresh directory (returned; out: its output, cap bytes) that
+ * must pass every invariant. */
+static char *
+run_passing(const char *tag, const char *args, char *out, size_t cap)
 {
-    char *dir = sr_test_mkdtemp(tag), out[600], *rep;
+    char *dir = sr_test_mkdtemp(tag), *rep;
 
-    snprintf(out, sizeof(out), "%s/run", dir);
+    snprintf(out, cap, "%s/run", dir);
     int rc = chaos(out, args, &rep);
     if (rc != 0) {
         fprintf(stderr, "%s\n", rep);
@@ -109,8 +110,32 @@ expect_pass(const char *tag, const char *args)
     assert_int_equal(rc, 0);
     assert_non_null(strstr(rep, "\"passed\": true"));
     free(rep);
+    return dir;
+}
+
+static void
+expect_pass(const char *tag, const char *args)
+{
+    char  out[600];
+    char *dir = run_passing(tag, args, out, sizeof(out));
     sr_test_rmdir_rf(dir);
     free(dir);
+}
+
+/* The recipe `syncrep chaos` runs without recipe options. */
+static sr_optim
+harness_recipe(void)
+{
+    sr_optim o;
+    memset(&o, 0, sizeof(o));
+    o.kind = SR_OPT_ADAM;
+    o.lr = 0.05;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.epsilon = 1e-8;
+    o.ema = 1;
+    o.ema_decay = 0.9;
+    return o;
 }
 
 /* Also with partitions of 32 bytes: dense_a 2, dense_b 4, embedding 16
@@ -228,16 +253,8 @@ static void
 load(sr_chaos_evidence *e)
 {
     char     store[700];
-    sr_optim o;
+    sr_optim o = harness_recipe();
 
-    memset(&o, 0, sizeof(o));
-    o.kind = SR_OPT_ADAM; /* as the harness runs it */
-    o.lr = 0.05;
-    o.beta1 = 0.9;
-    o.beta2 = 0.999;
-    o.epsilon = 1e-8;
-    o.ema = 1;
-    o.ema_decay = 0.9;
     snprintf(store, sizeof(store), "%s/run/store.db", run_dir);
     assert_sr_ok(sr_chaos_load(store, 11, &o, e));
     assert_true(e->global_step > 0);
@@ -380,34 +397,18 @@ test_chaos_same_seed_same_schedule(void **state)
 static void
 test_chaos_model_api_checks_every_tensor(void **state)
 {
-    char                 *dir = sr_test_mkdtemp("chaosm"), out[600], store[700], *rep;
+    char                  out[600], store[700];
     sr_chaos_evidence     e;
     sr_chaos_check        checks[SR_CHAOS_NCHECKS];
     const sr_chaos_check *c;
-    sr_optim              o;
+    sr_optim              o = harness_recipe();
     (void)state;
 
-    snprintf(out, sizeof(out), "%s/run", dir);
-    int rc = chaos(out,
-                   "--workers 3 --replicas-to-aggregate 2 --total-replicas 3 --duration 12 "
-                   "--seed 23 --kill-every 1.0 --targets coordinator,chief,worker "
-                   "--partition-bytes 256 --model-api",
-                   &rep);
-    if (rc != 0) {
-        fprintf(stderr, "%s\n", rep);
-    }
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(rep, "\"passed\": true"));
-    free(rep);
-
-    memset(&o, 0, sizeof(o));
-    o.kind = SR_OPT_ADAM; /* as the harness runs it */
-    o.lr = 0.05;
-    o.beta1 = 0.9;
-    o.beta2 = 0.999;
-    o.epsilon = 1e-8;
-    o.ema = 1;
-    o.ema_decay = 0.9;
+    char *dir = run_passing("chaosm",
+                            "--workers 3 --replicas-to-aggregate 2 --total-replicas 3 "
+                            "--duration 12 --seed 23 --kill-every 1.0 "
+                            "--targets coordinator,chief,worker --partition-bytes 256 --model-api",
+                            out, sizeof(out));
     snprintf(store, sizeof(store), "%s/store.db", out);
     assert_sr_ok(sr_chaos_load(store, 23, &o, &e));
     assert_true(e.global_step > 5);
