@@ -409,6 +409,11 @@ test_chaos_model_api_checks_every_tensor(void **state)
                             "--duration 12 --seed 23 --kill-every 1.0 "
                             "--targets coordinator,chief,worker --partition-bytes 256 --model-api",
                             out, sizeof(out));
+    snprintf(store, sizeof(store), "%s/report.json", out);
+    char *rep = read_file(store);
+    assert_non_null(rep);
+    assert_non_null(strstr(rep, "\"model_api\": true"));
+    free(rep);
     snprintf(store, sizeof(store), "%s/store.db", out);
     assert_sr_ok(sr_chaos_load(store, 23, &o, &e));
     assert_true(e.global_step > 5);
