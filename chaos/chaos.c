@@ -59,6 +59,7 @@ static const char usage_text[] =
     "                     [--lr-schedule constant|step|cosine|linear] [--warmup-steps W]\n"
     "                     [--decay-steps T] [--lr-min LR] [--step-every S --step-gamma G]\n"
     "                     [--wal-limit-kib K] [--out DIR] [--print-plan]\n"
+    "                     [--model-api]\n"
     "\n"
     "Runs a real coordinator and N real workers of a deterministic model, kills and\n"
     "restarts them on a schedule drawn from the seed, then verifies from the store:\n"
@@ -69,6 +70,9 @@ static const char usage_text[] =
     "--print-plan prints the fault schedule the seed gives, and runs nothing.\n"
     "--partition-bytes B (e.g. 32) splits the model's variables into partitions.\n"
     "--wal-limit-kib K (e.g. 64) makes the store's WAL checkpoints run all the time.\n"
+    "--model-api: the workers declare a model of a dozen tensors as one\n"
+    "(sr_client_declare_model) and train with sr_client_model_step; the replay\n"
+    "checks every tensor of every step by name (docs/chaos.md).\n"
     "The recipe options are the coordinator's (docs/optimizers.md); --weight-decay\n"
     "defaults to 0 here, adamw's included, and the replay uses exactly these.\n"
     "Elastic (issue 26): worker-loss kills a worker for several worker timeouts,\n"
@@ -137,6 +141,10 @@ parse_args(chaos *c, int argc, char **argv)
         }
         if (strcmp(a, "--resize-runtime") == 0) { /* issue 26 */
             c->resize_runtime = 1;
+            continue;
+        }
+        if (strcmp(a, "--model-api") == 0) { /* issue 23 */
+            c->model_api = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -383,13 +391,15 @@ static const char worker_usage_text[] =
     "  --connect ENDPOINT   the coordinator (tcp://HOST:PORT or ipc://PATH)\n"
     "  --task-index I       this worker's task (0 is the chief: it declares the model)\n"
     "  --seed S             the chaos run's seed (the same for every worker)\n"
-    "  --timeout-ms MS      how long one call waits for the coordinator (60000)\n";
+    "  --timeout-ms MS      how long one call waits for the coordinator (60000)\n"
+    "  --model-api          train the --model-api model with sr_client_model_step\n";
 
 int
 sr__chaos_worker_cli(int argc, char **argv)
 {
     const char *endpoint = NULL;
     long long   task = -1, seed = -1, timeout = 60000;
+    int         model_api = 0;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -398,6 +408,11 @@ sr__chaos_worker_cli(int argc, char **argv)
         }
     }
     for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--model-api") == 0) { /* a flag: no value to skip */
+            model_api = 1;
+            i--;
+            continue;
+        }
         if (i + 1 >= argc) {
             return sr_args_usage_error("chaos-worker", "%s needs a value", argv[i]);
         }
@@ -422,5 +437,5 @@ sr__chaos_worker_cli(int argc, char **argv)
         return sr_args_usage_error("chaos-worker", "--connect, --task-index and --seed are "
                                                    "required");
     }
-    return sr__chaos_worker_main(endpoint, (int)task, (uint64_t)seed, (int)timeout);
+    return sr__chaos_worker_main(endpoint, (int)task, (uint64_t)seed, (int)timeout, model_api);
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chaos/chaos_model.h"
 #include "coordinator/coord_int.h"
 #include "core/error.h"
 #include "store/store.h"
@@ -16,7 +17,10 @@
 /* `syncrep chaos ...` and `syncrep chaos-worker ...` (argv[0] = the command). */
 int sr__chaos_main(int argc, char **argv);
 int sr__chaos_worker_cli(int argc, char **argv);
-int sr__chaos_worker_main(const char *endpoint, int task, uint64_t seed, int timeout_ms);
+/* model_api: train the --model-api model (sr_chaos_tensors) with
+ * sr_client_model_step rather than the variables one by one. */
+int sr__chaos_worker_main(const char *endpoint, int task, uint64_t seed, int timeout_ms,
+                          int model_api);
 
 /* One coordinator incarnation as recorded in the store. */
 typedef struct {
@@ -50,6 +54,20 @@ typedef struct {
      * step_replicas), ascending by step; steps without a row took R. */
     sr_store_step_replicas *rep;
     size_t                  nrep;
+    /* issue 23: the variables replayed, ascending by store id, which the
+     * arrays above index: the chaos model's four variables or, when the
+     * store has members (--model-api), the model's packs (1-D, of their
+     * dtype; frozen: the not-trainable pack, never pushed) and its sparse
+     * tensor.  tensor[v]: the chaos table index of a variable that is one
+     * tensor, -1 for a pack. */
+    int          nvars;
+    sr_chaos_var var[8];
+    int          tensor[8];
+    /* --model-api: the layout (sr_store_list_members; names point into it)
+     * and each member's index in sr_chaos_tensors(). */
+    sr_store_member *members;
+    size_t           nmembers;
+    int             *member_tensor;
 } sr_chaos_evidence;
 
 typedef struct {

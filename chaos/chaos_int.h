@@ -61,6 +61,7 @@ typedef struct {
     int      targets[3];
     int      resize[16], nresize;
     int      print_plan;      /* --print-plan: print the schedule and exit */
+    int      model_api;       /* --model-api (issue 23): workers use sr_client_model_step */
     int      commit_async;    /* --commit async */
     int64_t  partition_bytes; /* --partition-bytes for the coordinator; -1 = its default */
     int64_t  wal_limit_kib;   /* --wal-limit-kib for the coordinator; 0 = its default */

@@ -6,16 +6,49 @@
 #include "core/dtype.h"
 
 static const sr_chaos_var vars[SR_CHAOS_NVARS] = {
-    {"dense_a", SR_FLOAT32, 1, {16, 0}, 0},
-    {"dense_b", SR_FLOAT64, 2, {4, 3}, 0},
-    {"bias", SR_FLOAT32, 0, {0, 0}, 0},
-    {"embedding", SR_FLOAT32, 2, {32, 4}, 1},
+    {"dense_a", SR_FLOAT32, 1, {16, 0}, 0, 0, 0},
+    {"dense_b", SR_FLOAT64, 2, {4, 3}, 0, 0, 1},
+    {"bias", SR_FLOAT32, 0, {0, 0}, 0, 0, 2},
+    {"embedding", SR_FLOAT32, 2, {32, 4}, 1, 0, 3},
+};
+
+/* --model-api.  Ids from 16, so no tensor shares a variable's values. */
+static const sr_chaos_var tensors[SR_CHAOS_NTENSORS] = {
+    {"conv1.weight", SR_FLOAT32, 2, {8, 9}, 0, 0, 16},
+    {"conv1.bias", SR_FLOAT32, 1, {8, 0}, 0, 0, 17},
+    {"fc1.weight", SR_FLOAT64, 2, {6, 5}, 0, 0, 18},
+    {"bn1.scale", SR_FLOAT32, 1, {5, 0}, 0, 0, 19},
+    {"block.weight", SR_FLOAT32, 2, {16, 16}, 0, 0, 20},
+    {"fc1.bias", SR_FLOAT64, 1, {5, 0}, 0, 0, 21},
+    {"frozen.mask", SR_FLOAT32, 2, {4, 3}, 0, 1, 22},
+    {"gain", SR_FLOAT32, 0, {0, 0}, 0, 0, 23},
+    {"head.weight", SR_FLOAT64, 2, {3, 7}, 0, 0, 24},
+    {"embedding", SR_FLOAT32, 2, {32, 4}, 1, 0, 25},
+    {"block.bias", SR_FLOAT32, 1, {16, 0}, 0, 0, 26},
+    {"temperature", SR_FLOAT64, 0, {0, 0}, 0, 0, 27},
 };
 
 const sr_chaos_var *
 sr_chaos_vars(void)
 {
     return vars;
+}
+
+const sr_chaos_var *
+sr_chaos_tensors(void)
+{
+    return tensors;
+}
+
+int
+sr_chaos_tensor_index(const char *name)
+{
+    for (int t = 0; t < SR_CHAOS_NTENSORS; t++) {
+        if (strcmp(tensors[t].name, name) == 0) {
+            return t;
+        }
+    }
+    return -1;
 }
 
 uint64_t
@@ -85,41 +118,52 @@ get(int dtype, const void *p, uint64_t i)
 }
 
 void
-sr_chaos_init(uint64_t seed, int v, void *dst)
+sr_chaos_var_init(uint64_t seed, const sr_chaos_var *cv, void *dst)
 {
-    const sr_chaos_var *cv = &vars[v];
     for (uint64_t i = 0; i < sr_chaos_elems(cv); i++) {
-        put(cv->dtype, dst, i, value_at(seed, 1, (uint64_t)v, i));
+        put(cv->dtype, dst, i, value_at(seed, 1, (uint64_t)cv->id, i));
     }
 }
 
-/* The target y_t of task t for element i of variable v. */
-static double
-target(uint64_t seed, int v, int32_t task, uint64_t i)
+void
+sr_chaos_init(uint64_t seed, int v, void *dst)
 {
-    return value_at(seed, 2 + (uint64_t)task, (uint64_t)v, i);
+    sr_chaos_var_init(seed, &vars[v], dst);
+}
+
+/* The target y_t of task t for element i of variable (or tensor) id. */
+static double
+target(uint64_t seed, int id, int32_t task, uint64_t i)
+{
+    return value_at(seed, 2 + (uint64_t)task, (uint64_t)id, i);
 }
 
 void
-sr_chaos_grad_dense(uint64_t seed, int v, int32_t task, const void *val, void *grad)
+sr_chaos_var_grad_dense(uint64_t seed, const sr_chaos_var *cv, int32_t task, const void *val,
+                        void *grad)
 {
-    const sr_chaos_var *cv = &vars[v];
     for (uint64_t i = 0; i < sr_chaos_elems(cv); i++) {
         /* Computed in the variable's dtype, as a worker would. */
         if (cv->dtype == SR_FLOAT32) {
-            ((float *)grad)[i] = ((const float *)val)[i] - (float)target(seed, v, task, i);
+            ((float *)grad)[i] = ((const float *)val)[i] - (float)target(seed, cv->id, task, i);
         } else {
-            ((double *)grad)[i] = ((const double *)val)[i] - target(seed, v, task, i);
+            ((double *)grad)[i] = ((const double *)val)[i] - target(seed, cv->id, task, i);
         }
     }
 }
 
 void
-sr_chaos_grad_sparse(uint64_t seed, int v, int32_t task, const void *val, int64_t *idx, void *rows)
+sr_chaos_grad_dense(uint64_t seed, int v, int32_t task, const void *val, void *grad)
 {
-    const sr_chaos_var *cv = &vars[v];
-    uint64_t            nrows = (uint64_t)cv->shape[0];
-    uint64_t            width = sr_chaos_elems(cv) / nrows;
+    sr_chaos_var_grad_dense(seed, &vars[v], task, val, grad);
+}
+
+void
+sr_chaos_var_grad_sparse(uint64_t seed, const sr_chaos_var *cv, int32_t task, const void *val,
+                         int64_t *idx, void *rows)
+{
+    uint64_t nrows = (uint64_t)cv->shape[0];
+    uint64_t width = sr_chaos_elems(cv) / nrows;
 
     /* Rows depend on the task; the last repeats the first (summed by the
      * coordinator and counted once for the row). */
@@ -129,8 +173,14 @@ sr_chaos_grad_sparse(uint64_t seed, int v, int32_t task, const void *val, int64_
     for (int k = 0; k < SR_CHAOS_SPARSE_ROWS; k++) {
         for (uint64_t j = 0; j < width; j++) {
             uint64_t e = (uint64_t)idx[k] * width + j;
-            double   g = get(cv->dtype, val, e) - target(seed, v, task, e);
+            double   g = get(cv->dtype, val, e) - target(seed, cv->id, task, e);
             put(cv->dtype, rows, (uint64_t)k * width + j, k == 2 ? 0.5 * g : g);
         }
     }
+}
+
+void
+sr_chaos_grad_sparse(uint64_t seed, int v, int32_t task, const void *val, int64_t *idx, void *rows)
+{
+    sr_chaos_var_grad_sparse(seed, &vars[v], task, val, idx, rows);
 }

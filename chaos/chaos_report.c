@@ -197,10 +197,11 @@ sr__chaos_report_write(chaos *c, const sr_chaos_check *checks, int nchecks, int 
                      ",\n  \"config\": {\"workers\": %d, \"replicas_to_aggregate\": %d, "
                      "\"total_replicas\": %d, \"duration_s\": %.1f, \"kill_every_s\": %.2f, "
                      "\"checkpoint_every_steps\": %d, \"optimizer\": \"%s\", \"commit\": \"%s\", "
-                     "\"partition_bytes\": %" PRId64 ", \"targets\": [",
+                     "\"partition_bytes\": %" PRId64 ", \"model_api\": %s, \"targets\": [",
                      passed ? "true" : "false", c->seed, gstep, c->workers, c->R, c->M, c->duration,
                      c->kill_every, c->checkpoint_every, sr__optim_name(c->optim.kind),
-                     c->commit_async ? "async" : "sync", c->partition_bytes);
+                     c->commit_async ? "async" : "sync", c->partition_bytes,
+                     c->model_api ? "true" : "false");
     int first = 1;
     for (int i = 0; i < 3; i++) {
         if (c->targets[i]) {

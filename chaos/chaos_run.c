@@ -103,8 +103,16 @@ static void
 start_worker(chaos *c, int task)
 {
     char  t[16], s[32], log[32];
-    char *argv[] = {c->self, "chaos-worker", "--connect", c->endpoint, "--task-index",
-                    t,       "--seed",       s,           NULL};
+    char *argv[] = {c->self,
+                    "chaos-worker",
+                    "--connect",
+                    c->endpoint,
+                    "--task-index",
+                    t,
+                    "--seed",
+                    s,
+                    c->model_api ? "--model-api" : NULL,
+                    NULL};
     snprintf(t, sizeof(t), "%d", task);
     snprintf(s, sizeof(s), "%" PRIu64, c->seed);
     snprintf(log, sizeof(log), "worker-%d.log", task);

@@ -25,6 +25,13 @@
  *   no_lost_commits  no incarnation restored a step older than one already
  *                    committed before it started (an operator's
  *                    --resume-from-step excepted: that is a recorded rewind)
+ *
+ * With --model-api (issue 23) the store holds the model's packs and its
+ * layout (the member table): the replay runs each pack as the variable it
+ * is, its gradient laid out from every member's, and then compares each
+ * tensor's bytes by name (and the pack's padding), so every tensor of every
+ * step is checked exactly; the not-trainable pack must hold its initial
+ * values.  The other checks count a pack's contributions as a variable's.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -73,6 +80,8 @@ sr_chaos_evidence_free(sr_chaos_evidence *e)
     }
     free(e->incs);
     free(e->min_restore);
+    free(e->members); /* issue 23 */
+    free(e->member_tensor);
     memset(e, 0, sizeof(*e));
 }
 
@@ -90,6 +99,144 @@ sr__chaos_json_i64(const char *json, const char *key, int64_t *out)
     return 0;
 }
 
+/* Variable v of the evidence: the store variable vars[k] as d. */
+static sr_err
+add_var(sr_chaos_evidence *e, const sr_store_var *sv, const sr_chaos_var *d, int tensor)
+{
+    if (e->nvars >= (int)(sizeof(e->var) / sizeof(e->var[0]))) {
+        return sr_fail(SR_EINVAL, "chaos evidence: more than %zu variables to replay",
+                       sizeof(e->var) / sizeof(e->var[0]));
+    }
+    e->var[e->nvars] = *d;
+    e->tensor[e->nvars] = tensor;
+    e->var_id[e->nvars++] = sv->id;
+    return SR_OK;
+}
+
+static const sr_store_var *
+find_var(const sr_store_var *vars, size_t n, const char *name)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(vars[k].name, name) == 0) {
+            return &vars[k];
+        }
+    }
+    return NULL;
+}
+
+/* --model-api: the packs (each as a 1-D variable named by a member's
+ * record, which the evidence owns) and the sparse tensor, each member
+ * matched with its chaos tensor. */
+static sr_err
+load_model_layout(const char *path, const sr_store_var *vars, size_t nvars, sr_chaos_evidence *e)
+{
+    const sr_chaos_var *tv = sr_chaos_tensors();
+    sr_err              rc;
+
+    if ((e->member_tensor = calloc(e->nmembers, sizeof(*e->member_tensor))) == NULL) {
+        return sr_fail(SR_ENOMEM, "chaos evidence");
+    }
+    for (size_t m = 0; m < e->nmembers; m++) {
+        const sr_store_member *sm = &e->members[m];
+        int                    t = sr_chaos_tensor_index(sm->name);
+        if (t < 0 || sm->nbytes != sr_chaos_bytes(&tv[t]) || sm->dtype != tv[t].dtype ||
+            sm->ndim != tv[t].ndim || (sm->trainable == 0) != (tv[t].frozen != 0)) {
+            return sr_fail(SR_EINVAL, "%s: member %s is not the chaos model's tensor", path,
+                           sm->name);
+        }
+        e->member_tensor[m] = t;
+    }
+    for (size_t k = 0; k < nvars; k++) {
+        const sr_store_member *first = NULL;
+        int                    t = sr_chaos_tensor_index(vars[k].name);
+        if (t >= 0 && tv[t].sparse) {
+            if ((rc = add_var(e, &vars[k], &tv[t], t)) != SR_OK) {
+                return rc;
+            }
+            continue;
+        }
+        for (size_t m = 0; m < e->nmembers && first == NULL; m++) {
+            first = strcmp(e->members[m].pack, vars[k].name) == 0 ? &e->members[m] : NULL;
+        }
+        if (!sr_store_is_pack_name(vars[k].name) || first == NULL || vars[k].ndim != 1) {
+            return sr_fail(SR_EINVAL,
+                           "%s: variable %s is neither a pack nor a sparse tensor of "
+                           "the chaos model",
+                           path, vars[k].name);
+        }
+        sr_chaos_var pack = {.name = first->pack,
+                             .dtype = vars[k].dtype,
+                             .ndim = 1,
+                             .shape = {vars[k].shape[0], 0},
+                             .frozen = !vars[k].trainable,
+                             .id = -1};
+        if ((rc = add_var(e, &vars[k], &pack, -1)) != SR_OK) {
+            return rc;
+        }
+    }
+    for (size_t m = 0; m < e->nmembers; m++) {
+        int held = 0;
+        for (int v = 0; v < e->nvars; v++) {
+            held |= e->tensor[v] < 0 && strcmp(e->var[v].name, e->members[m].pack) == 0;
+        }
+        if (!held) {
+            return sr_fail(SR_ECORRUPT, "%s: member %s is in pack %s, which is not stored", path,
+                           e->members[m].name, e->members[m].pack);
+        }
+    }
+    for (int t = 0; t < SR_CHAOS_NTENSORS; t++) {
+        int found = 0;
+        for (size_t m = 0; m < e->nmembers; m++) {
+            found |= e->member_tensor[m] == t;
+        }
+        for (int v = 0; v < e->nvars; v++) {
+            found |= e->tensor[v] == t;
+        }
+        if (!found) {
+            return sr_fail(SR_ENOENT, "%s: no tensor %s in the model", path, tv[t].name);
+        }
+    }
+    return SR_OK;
+}
+
+/* The variables to replay, ascending by store id (the order of a step's
+ * commit and of clipping's sum): the chaos model's, or (the store has
+ * members) the --model-api model's packs and sparse tensor. */
+static sr_err
+load_layout(sr_store *st, const char *path, const sr_store_var *vars, size_t nvars,
+            sr_chaos_evidence *e)
+{
+    const sr_chaos_var *cv = sr_chaos_vars();
+    sr_err              rc = sr_store_list_members(st, &e->members, &e->nmembers);
+
+    if (rc != SR_OK) {
+        return rc;
+    }
+    if (e->nmembers > 0) {
+        rc = load_model_layout(path, vars, nvars, e);
+    }
+    for (int v = 0; e->nmembers == 0 && v < SR_CHAOS_NVARS && rc == SR_OK; v++) {
+        const sr_store_var *sv = find_var(vars, nvars, cv[v].name);
+        rc = sv == NULL ? sr_fail(SR_ENOENT, "%s: no variable %s (was the chief ever up?)", path,
+                                  cv[v].name)
+                        : add_var(e, sv, &cv[v], v);
+    }
+    for (int i = 1; i < e->nvars && rc == SR_OK; i++) { /* insertion sort by id */
+        for (int j = i; j > 0 && e->var_id[j - 1] > e->var_id[j]; j--) {
+            sr_chaos_var d = e->var[j];
+            int64_t      id = e->var_id[j];
+            int          t = e->tensor[j];
+            e->var[j] = e->var[j - 1];
+            e->var_id[j] = e->var_id[j - 1];
+            e->tensor[j] = e->tensor[j - 1];
+            e->var[j - 1] = d;
+            e->var_id[j - 1] = id;
+            e->tensor[j - 1] = t;
+        }
+    }
+    return rc;
+}
+
 sr_err
 sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim, sr_chaos_evidence *out)
 {
@@ -100,7 +247,6 @@ sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim, sr_c
     sr_store_incarnation *incs = NULL;
     sr_store_rewind_rec  *rw = NULL;
     size_t                nvars = 0, nincs = 0, nrw = 0;
-    const sr_chaos_var   *cv = sr_chaos_vars();
     sr_err                rc;
 
     memset(out, 0, sizeof(*out));
@@ -120,31 +266,26 @@ sr_chaos_load(const char *store_path, uint64_t seed, const sr_optim *optim, sr_c
         goto out;
     }
     out->global_step = info.global_step;
-    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
-        size_t bytes = sr_chaos_bytes(&cv[v]);
-        size_t k;
-        for (k = 0; k < nvars && strcmp(vars[k].name, cv[v].name) != 0; k++) {
-        }
-        if (k == nvars) {
-            rc = sr_fail(SR_ENOENT, "%s: no variable %s (was the chief ever up?)", store_path,
-                         cv[v].name);
-            goto out;
-        }
-        out->var_id[v] = vars[k].id;
-        if ((out->value[v] = malloc(bytes)) == NULL) {
+    if ((rc = load_layout(st, store_path, vars, nvars, out)) != SR_OK) {
+        goto out;
+    }
+    for (int v = 0; v < out->nvars; v++) {
+        size_t bytes = sr_chaos_bytes(&out->var[v]);
+        if ((out->value[v] = malloc(bytes ? bytes : 1)) == NULL) {
             rc = sr_fail(SR_ENOMEM, "chaos evidence");
             goto out;
         }
-        if ((rc = sr_store_read_tensor(st, vars[k].id, "", -1, out->value[v], bytes)) != SR_OK) {
+        if ((rc = sr_store_read_tensor(st, out->var_id[v], "", -1, out->value[v], bytes)) !=
+            SR_OK) {
             goto out;
         }
-        for (int s = 0; s < out->nslots; s++) {
-            if ((out->slot[v][s] = calloc(1, bytes)) == NULL) {
+        for (int s = 0; s < out->nslots && !out->var[v].frozen; s++) {
+            if ((out->slot[v][s] = calloc(1, bytes ? bytes : 1)) == NULL) {
                 rc = sr_fail(SR_ENOMEM, "chaos evidence");
                 goto out;
             }
-            rc =
-                sr_store_read_tensor(st, vars[k].id, out->slot_name[s], -1, out->slot[v][s], bytes);
+            rc = sr_store_read_tensor(st, out->var_id[v], out->slot_name[s], -1, out->slot[v][s],
+                                      bytes);
             if (rc == SR_ENOENT && out->global_step == 0) {
                 rc = SR_OK; /* nothing applied yet: no slot was ever written */
             } else if (rc != SR_OK) {
@@ -253,6 +394,21 @@ fits_replicas(const sr_store_step_replicas *r, int count, char *why, size_t cap)
     return 0;
 }
 
+/* A not-trainable pack takes no gradient: a step-log row of it at step s
+ * (rows from i on) fails exactly_r. */
+static void
+frozen_pushed(const sr_chaos_evidence *e, int v, int64_t s, size_t i, sr_chaos_check *exact)
+{
+    for (size_t k = i; k < e->nlog && e->log[k].step == s && exact->passed; k++) {
+        if (e->log[k].var_id == e->var_id[v]) {
+            exact->passed = 0;
+            snprintf(exact->detail, sizeof(exact->detail),
+                     "step %" PRId64 " variable %s (not trainable): a contribution of task %d", s,
+                     e->var[v].name, e->log[k].task_index);
+        }
+    }
+}
+
 static void
 check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_check *exact)
 {
@@ -263,8 +419,12 @@ check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_
     for (int64_t s = 0; s < e->global_step; s++) {
         const sr_chaos_inc           *inc = inc_for_step(e, s);
         const sr_store_step_replicas *rr = rep_for_step(e, s, &at_rep);
-        for (int v = 0; v < SR_CHAOS_NVARS; v++) {
-            layout l = var_layout(&sr_chaos_vars()[v], inc ? inc->partition_bytes : 0);
+        for (int v = 0; v < e->nvars; v++) {
+            if (e->var[v].frozen) {
+                frozen_pushed(e, v, s, i, exact); /* its values: the replay checks them */
+                continue;
+            }
+            layout l = var_layout(&e->var[v], inc ? inc->partition_bytes : 0);
             int    total = 0, in_parts = 0;
             for (size_t k = i; k < e->nlog && e->log[k].step == s; k++) {
                 total += e->log[k].var_id == e->var_id[v];
@@ -283,22 +443,21 @@ check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_
                         exact->passed = 0;
                         snprintf(exact->detail, sizeof(exact->detail),
                                  "step %" PRId64 " variable %s partition at %" PRId64 ": %s", s,
-                                 sr_chaos_vars()[v].name, e0, why);
+                                 e->var[v].name, e0, why);
                     }
                 } else if (count != want && exact->passed) {
                     exact->passed = 0;
                     snprintf(exact->detail, sizeof(exact->detail),
                              "step %" PRId64 " variable %s partition at %" PRId64
                              ": %d contributions, R in force %d (incarnation %" PRIu64 ")",
-                             s, sr_chaos_vars()[v].name, e0, count, want,
-                             inc ? inc->incarnation : 0);
+                             s, e->var[v].name, e0, count, want, inc ? inc->incarnation : 0);
                 }
             }
             if (in_parts != total && exact->passed) {
                 exact->passed = 0;
                 snprintf(exact->detail, sizeof(exact->detail),
                          "step %" PRId64 " variable %s: %d contributions in no partition of %u", s,
-                         sr_chaos_vars()[v].name, total - in_parts, l.nparts);
+                         e->var[v].name, total - in_parts, l.nparts);
             }
             for (size_t k = i; k < e->nlog && e->log[k].step == s; k++) {
                 if (e->log[k].var_id != e->var_id[v]) {
@@ -309,7 +468,7 @@ check_strict_and_r(const sr_chaos_evidence *e, sr_chaos_check *strict, sr_chaos_
                     snprintf(strict->detail, sizeof(strict->detail),
                              "step %" PRId64 " variable %s: contribution %d of task %d was "
                              "computed at step %" PRId64,
-                             s, sr_chaos_vars()[v].name, e->log[k].pos, e->log[k].task_index,
+                             s, e->var[v].name, e->log[k].pos, e->log[k].task_index,
                              e->log[k].local_step);
                 }
             }
@@ -369,9 +528,9 @@ check_distinct(const sr_chaos_evidence *e, sr_chaos_check *c)
             ks = grown;
             cap = i - first;
         }
-        for (int v = 0; v < SR_CHAOS_NVARS && c->passed; v++) {
-            layout l = var_layout(&sr_chaos_vars()[v], inc ? inc->partition_bytes : 0);
-            for (uint32_t p = 0; p < l.nparts && c->passed; p++) {
+        for (int v = 0; v < e->nvars && c->passed; v++) {
+            layout l = var_layout(&e->var[v], inc ? inc->partition_bytes : 0);
+            for (uint32_t p = 0; p < l.nparts && c->passed && !e->var[v].frozen; p++) {
                 int64_t e0 = (int64_t)(p * l.part_rows * l.row_elems);
                 size_t  n = 0;
                 for (size_t k = first; k < i; k++) {
@@ -405,8 +564,8 @@ check_distinct(const sr_chaos_evidence *e, sr_chaos_check *c)
                                  "step %" PRId64 " variable %s partition at %" PRId64
                                  ": tasks %s (task@local_step): task %d contributed %d, "
                                  "R %d N %d allow %d (incarnation %" PRIu64 ")",
-                                 s, sr_chaos_vars()[v].name, e0, tasks, t, times, inc->R, inc->N,
-                                 most, inc->incarnation);
+                                 s, e->var[v].name, e0, tasks, t, times, inc->R, inc->N, most,
+                                 inc->incarnation);
                     }
                 }
             }
@@ -463,12 +622,84 @@ describe_mismatch(char *buf, size_t len, int64_t step, const char *var, const ch
     }
 }
 
+/* Is member m held by variable v (a pack)? */
+static int
+member_of(const sr_chaos_evidence *e, size_t m, int v)
+{
+    return e->tensor[v] < 0 && strcmp(e->members[m].pack, e->var[v].name) == 0;
+}
+
+/* Variable v's initial value: a pack's is its members' at their offsets,
+ * zeros between them (as the chief's declaration laid it out). */
+static void
+replay_init(const sr_chaos_evidence *e, int v, void *dst)
+{
+    if (e->tensor[v] >= 0) {
+        sr_chaos_var_init(e->seed, &e->var[v], dst);
+        return;
+    }
+    memset(dst, 0, sr_chaos_bytes(&e->var[v]));
+    for (size_t m = 0; m < e->nmembers; m++) {
+        if (member_of(e, m, v)) {
+            sr_chaos_var_init(e->seed, &sr_chaos_tensors()[e->member_tensor[m]],
+                              (uint8_t *)dst + e->members[m].offset);
+        }
+    }
+}
+
+/* Task t's dense gradient of variable v at val: a pack's is each member's
+ * at its offset and zero between them (sr_client_model_step's arena). */
+static void
+replay_grad_dense(const sr_chaos_evidence *e, int v, int32_t task, const void *val, void *grad)
+{
+    if (e->tensor[v] >= 0) {
+        sr_chaos_var_grad_dense(e->seed, &e->var[v], task, val, grad);
+        return;
+    }
+    memset(grad, 0, sr_chaos_bytes(&e->var[v]));
+    for (size_t m = 0; m < e->nmembers; m++) {
+        if (member_of(e, m, v)) {
+            uint64_t off = e->members[m].offset;
+            sr_chaos_var_grad_dense(e->seed, &sr_chaos_tensors()[e->member_tensor[m]], task,
+                                    (const uint8_t *)val + off, (uint8_t *)grad + off);
+        }
+    }
+}
+
+/* The replay's bytes of variable v (its value, or a slot) against the
+ * stored ones: a pack's tensor by tensor, by name, then the padding
+ * between them (named as the pack's elements). */
+static void
+compare_var(const sr_chaos_evidence *e, sr_chaos_check *c, int v, const char *slot,
+            const void *want, const void *have)
+{
+    const sr_chaos_var *cv = &e->var[v];
+    size_t              es = sr_dtype_size(cv->dtype);
+
+    for (size_t m = 0; m < e->nmembers && c->passed; m++) {
+        const sr_store_member *sm = &e->members[m];
+        if (member_of(e, m, v) && memcmp((const uint8_t *)want + sm->offset,
+                                         (const uint8_t *)have + sm->offset, sm->nbytes) != 0) {
+            c->passed = 0;
+            describe_mismatch(c->detail, sizeof(c->detail), e->global_step, sm->name, slot,
+                              sm->dtype, (const uint8_t *)want + sm->offset,
+                              (const uint8_t *)have + sm->offset, sm->nbytes / es);
+        }
+    }
+    if (c->passed && memcmp(want, have, sr_chaos_bytes(cv)) != 0) {
+        c->passed = 0;
+        describe_mismatch(c->detail, sizeof(c->detail), e->global_step, cv->name, slot, cv->dtype,
+                          want, have, sr_chaos_elems(cv));
+    }
+}
+
 static void
 check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
 {
-    const sr_chaos_var *cv = sr_chaos_vars();
-    void               *val[SR_CHAOS_NVARS] = {0}, *slot[SR_CHAOS_NVARS][3] = {{0}};
-    uint8_t             grad[4096];
+    const sr_chaos_var *cv = e->var;
+    void               *val[8] = {0}, *slot[8][3] = {{0}};
+    uint8_t            *grad = NULL;
+    size_t              most = 1;
     int64_t             idx[SR_CHAOS_SPARSE_ROWS];
     size_t              i = 0;
     int                 ema_slot = -1, s1 = -1, s2 = -1;
@@ -483,30 +714,38 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
             s1 = k;
         }
     }
-    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+    for (int v = 0; v < e->nvars; v++) {
         size_t bytes = sr_chaos_bytes(&cv[v]);
-        val[v] = malloc(bytes);
+        most = bytes > most ? bytes : most;
+        val[v] = malloc(bytes ? bytes : 1);
         for (int k = 0; k < e->nslots; k++) {
-            slot[v][k] = calloc(1, bytes);
+            slot[v][k] = calloc(1, bytes ? bytes : 1);
         }
-        sr_chaos_init(e->seed, v, val[v]);
+        replay_init(e, v, val[v]);
         if (ema_slot >= 0) {
             memcpy(slot[v][ema_slot], val[v], bytes);
         }
     }
+    if ((grad = malloc(most)) == NULL) {
+        c->passed = 0;
+        snprintf(c->detail, sizeof(c->detail), "out of memory (%zu bytes)", most);
+    }
     for (int64_t s = 0; s < e->global_step && c->passed; s++) {
         const sr_chaos_inc *inc = inc_for_step(e, s);
-        sr_accum           *acc[SR_CHAOS_NVARS] = {0};
-        layout              lay[SR_CHAOS_NVARS];
+        sr_accum           *acc[8] = {0};
+        layout              lay[8];
         size_t              first = i;
         while (i < e->nlog && e->log[i].step == s) {
             i++;
         }
         /* Every partition's gradients, computed from the values of step s,
          * before any partition is applied (as the coordinator does). */
-        for (int v = 0; v < SR_CHAOS_NVARS && c->passed; v++) {
+        for (int v = 0; v < e->nvars && c->passed; v++) {
             size_t es = sr_dtype_size(cv[v].dtype);
             lay[v] = var_layout(&cv[v], inc ? inc->partition_bytes : 0);
+            if (cv[v].frozen) {
+                continue; /* never pushed, never applied */
+            }
             acc[v] = calloc(lay[v].nparts, sizeof(sr_accum));
             for (uint32_t p = 0; acc[v] != NULL && p < lay[v].nparts; p++) {
                 uint64_t r0 = p * lay[v].part_rows;
@@ -537,7 +776,8 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
                         int64_t lidx[SR_CHAOS_SPARSE_ROWS];
                         uint8_t lrows[4096];
                         size_t  rb = (size_t)lay[v].row_elems * es, n = 0;
-                        sr_chaos_grad_sparse(e->seed, v, e->log[k].task_index, val[v], idx, grad);
+                        sr_chaos_var_grad_sparse(e->seed, &cv[v], e->log[k].task_index, val[v], idx,
+                                                 grad);
                         for (int j = 0; j < SR_CHAOS_SPARSE_ROWS; j++) {
                             if ((uint64_t)idx[j] >= r0 && (uint64_t)idx[j] < r0 + nr) {
                                 lidx[n] = idx[j] - (int64_t)r0;
@@ -548,7 +788,7 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
                         sr__accum_push_sparse(&acc[v][p], lidx, lrows, n, s, e->log[k].task_index,
                                               &outcome);
                     } else {
-                        sr_chaos_grad_dense(e->seed, v, e->log[k].task_index, val[v], grad);
+                        replay_grad_dense(e, v, e->log[k].task_index, val[v], grad);
                         sr__accum_push_dense(&acc[v][p], grad + (size_t)e0 * es, s,
                                              e->log[k].task_index, &outcome);
                     }
@@ -561,13 +801,13 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
          * its take (sr__accum_set_sumsq, the coordinator's own code) and
          * added in the store's order (variables by id, partitions in order). */
         double sumsq = 0;
-        for (int v = 0; v < SR_CHAOS_NVARS && c->passed && e->optim.clip_norm > 0; v++) {
+        for (int v = 0; v < e->nvars && c->passed && e->optim.clip_norm > 0; v++) {
             for (uint32_t p = 0; acc[v] != NULL && p < lay[v].nparts; p++) {
                 sumsq += sr__accum_sumsq(&acc[v][p]);
             }
         }
         sr_optim so = sr__optim_at_step(&e->optim, s, sumsq);
-        for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+        for (int v = 0; v < e->nvars; v++) {
             uint64_t n = sr_chaos_elems(&cv[v]);
             size_t   es = sr_dtype_size(cv[v].dtype);
             for (uint32_t p = 0; c->passed && acc[v] != NULL && p < lay[v].nparts; p++) {
@@ -576,7 +816,7 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
                                       s1 >= 0 ? (uint8_t *)slot[v][s1] + off : NULL,
                                       s2 >= 0 ? (uint8_t *)slot[v][s2] + off : NULL, NULL, 0, 0);
             }
-            if (c->passed && ema_slot >= 0) {
+            if (c->passed && ema_slot >= 0 && !cv[v].frozen) {
                 if (cv[v].dtype == SR_FLOAT32) {
                     sr__ema_f32(e->optim.ema_decay, slot[v][ema_slot], val[v], n);
                 } else {
@@ -589,28 +829,19 @@ check_replay(const sr_chaos_evidence *e, sr_chaos_check *c)
             free(acc[v]);
         }
     }
-    for (int v = 0; v < SR_CHAOS_NVARS && c->passed; v++) {
-        size_t bytes = sr_chaos_bytes(&cv[v]);
-        if (memcmp(val[v], e->value[v], bytes) != 0) {
-            c->passed = 0;
-            describe_mismatch(c->detail, sizeof(c->detail), e->global_step, cv[v].name, "",
-                              cv[v].dtype, val[v], e->value[v], sr_chaos_elems(&cv[v]));
-        }
-        for (int k = 0; k < e->nslots && c->passed && e->global_step > 0; k++) {
-            if (memcmp(slot[v][k], e->slot[v][k], bytes) != 0) {
-                c->passed = 0;
-                describe_mismatch(c->detail, sizeof(c->detail), e->global_step, cv[v].name,
-                                  e->slot_name[k], cv[v].dtype, slot[v][k], e->slot[v][k],
-                                  sr_chaos_elems(&cv[v]));
-            }
+    for (int v = 0; v < e->nvars && c->passed; v++) {
+        compare_var(e, c, v, "", val[v], e->value[v]);
+        for (int k = 0; k < e->nslots && c->passed && e->global_step > 0 && !cv[v].frozen; k++) {
+            compare_var(e, c, v, e->slot_name[k], slot[v][k], e->slot[v][k]);
         }
     }
-    for (int v = 0; v < SR_CHAOS_NVARS; v++) {
+    for (int v = 0; v < e->nvars; v++) {
         free(val[v]);
         for (int k = 0; k < 3; k++) {
             free(slot[v][k]);
         }
     }
+    free(grad);
 }
 
 int

@@ -752,6 +752,56 @@ row_many(bench *b)
     return rc;
 }
 
+/* Row 5's model-API observations (issue 23): the coordinator of a model of
+ * many tensors, packed (sr_client_declare_model), at W=4 with pull -> push
+ * -> step as row 3: 2,000 x 8 KiB, the same bytes as one variable (so the
+ * difference is what the 2,000 members cost), and ResNet-50's parameter
+ * list. */
+static int
+mem_model_cells(bench *b)
+{
+    static int64_t resnet[161];
+    int            nres = resnet50_elems(resnet);
+    int64_t        relems = 0;
+    char           label[96];
+
+    for (int i = 0; i < nres; i++) {
+        relems += resnet[i];
+    }
+    run_cfg base = {.W = 4,
+                    .bytes = 2000 * 8 * KIB,
+                    .nvars = 2000,
+                    .loop = LOOP_FULL,
+                    .ckpt = 1,
+                    .sync_normal = 1,
+                    .warm = 3,
+                    .steps = 4,
+                    .many = MANY_MODEL};
+    run_cfg cells[3] = {base, base, base};
+    cells[1].nvars = 1; /* the same bytes as one variable */
+    cells[1].many = 0;
+    cells[2].bytes = (size_t)relems * sizeof(float);
+    cells[2].nvars = nres;
+    cells[2].tensor_elems = resnet;
+    for (int i = 0; i < 3 && !interrupted; i++) {
+        run_res r;
+        if (sync_run(b, &cells[i], &r) != 0) {
+            b->failures++;
+            return -1;
+        }
+        if (i < 2) {
+            snprintf(label, sizeof(label), "W=4 2000x8KiB %s pull+push+step ckpt=1 NORMAL",
+                     i == 0 ? "model API" : "as 1 var");
+        } else {
+            snprintf(label, sizeof(label),
+                     "W=4 ResNet-50 %d tensors %.1fMiB model API pull+push+step ckpt=1 NORMAL",
+                     nres, (double)cells[i].bytes / MIB);
+        }
+        add_mem(b, label, 2 * cells[i].bytes, r.hwm_mib);
+    }
+    return 0;
+}
+
 int
 row_memory(bench *b)
 {
@@ -784,6 +834,7 @@ row_memory(bench *b)
         }
         add_mem(b, "W=4 S=16MiB 1 var pull+push+step ckpt=1 NORMAL", 2 * mid.bytes, r.hwm_mib);
     }
+    int rc = mem_model_cells(b); /* the rows' cells are printed all the same */
     for (int i = 0; i < b->nmem; i++) {
         const mem_obs *m = &b->mem[i];
         double         held = (double)m->held_bytes / MIB;
@@ -801,5 +852,5 @@ row_memory(bench *b)
         snprintf(x->note, sizeof(x->note), "limit %.0f MiB; held = value + accumulator (sgd)",
                  limit);
     }
-    return 0;
+    return rc;
 }

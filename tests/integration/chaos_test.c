@@ -2,7 +2,9 @@
  * `syncrep chaos` in the suite: a 30 s run with at least 15 kills over all
  * three roles and a resize, a run with --checkpoint-every-steps 5, and the
  * verifier itself: evidence from a real run is corrupted in six ways and
- * each must be caught (a verifier that cannot fail proves nothing).  The
+ * each must be caught (a verifier that cannot fail proves nothing), and a
+ * run of workers on the model API (--model-api) whose evidence is
+ * corrupted tensor by tensor.  The
  * verifier's unit test (tests/unit/chaos/) judges stores built in-process.
  */
 #include "sr_test.h"
@@ -93,13 +95,14 @@ test_chaos_30s_all_roles_resize_passes(void **state)
     free(rep);
 }
 
-/* A run in a fresh directory that must pass every invariant. */
-static void
-expect_pass(const char *tag, const char *args)
+/* A run in a fresh directory (returned; out: its output, cap bytes) that
+ * must pass every invariant. */
+static char *
+run_passing(const char *tag, const char *args, char *out, size_t cap)
 {
-    char *dir = sr_test_mkdtemp(tag), out[600], *rep;
+    char *dir = sr_test_mkdtemp(tag), *rep;
 
-    snprintf(out, sizeof(out), "%s/run", dir);
+    snprintf(out, cap, "%s/run", dir);
     int rc = chaos(out, args, &rep);
     if (rc != 0) {
         fprintf(stderr, "%s\n", rep);
@@ -107,8 +110,32 @@ expect_pass(const char *tag, const char *args)
     assert_int_equal(rc, 0);
     assert_non_null(strstr(rep, "\"passed\": true"));
     free(rep);
+    return dir;
+}
+
+static void
+expect_pass(const char *tag, const char *args)
+{
+    char  out[600];
+    char *dir = run_passing(tag, args, out, sizeof(out));
     sr_test_rmdir_rf(dir);
     free(dir);
+}
+
+/* The recipe `syncrep chaos` runs without recipe options. */
+static sr_optim
+harness_recipe(void)
+{
+    sr_optim o;
+    memset(&o, 0, sizeof(o));
+    o.kind = SR_OPT_ADAM;
+    o.lr = 0.05;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.epsilon = 1e-8;
+    o.ema = 1;
+    o.ema_decay = 0.9;
+    return o;
 }
 
 /* Also with partitions of 32 bytes: dense_a 2, dense_b 4, embedding 16
@@ -226,16 +253,8 @@ static void
 load(sr_chaos_evidence *e)
 {
     char     store[700];
-    sr_optim o;
+    sr_optim o = harness_recipe();
 
-    memset(&o, 0, sizeof(o));
-    o.kind = SR_OPT_ADAM; /* as the harness runs it */
-    o.lr = 0.05;
-    o.beta1 = 0.9;
-    o.beta2 = 0.999;
-    o.epsilon = 1e-8;
-    o.ema = 1;
-    o.ema_decay = 0.9;
     snprintf(store, sizeof(store), "%s/run/store.db", run_dir);
     assert_sr_ok(sr_chaos_load(store, 11, &o, e));
     assert_true(e->global_step > 0);
@@ -368,6 +387,85 @@ test_chaos_same_seed_same_schedule(void **state)
     free(c);
 }
 
+/* issue 23: workers that declare the chaos tensors as one model and train
+ * with sr_client_model_step (--model-api), under kills of all three roles,
+ * with backup replicas (R 2 of N 3: each pack may take its own replica
+ * set) and packs split into partitions of 256 bytes.  Every invariant
+ * holds, and the replay checks each tensor by name: one byte of a member
+ * changed in a copy of the evidence (its value, a slot, the not-trainable
+ * tensor), or of a pack's padding, is caught, naming it. */
+static void
+test_chaos_model_api_checks_every_tensor(void **state)
+{
+    char                  out[600], store[700];
+    sr_chaos_evidence     e;
+    sr_chaos_check        checks[SR_CHAOS_NCHECKS];
+    const sr_chaos_check *c;
+    sr_optim              o = harness_recipe();
+    (void)state;
+
+    char *dir = run_passing("chaosm",
+                            "--workers 3 --replicas-to-aggregate 2 --total-replicas 3 "
+                            "--duration 12 --seed 23 --kill-every 1.0 "
+                            "--targets coordinator,chief,worker --partition-bytes 256 --model-api",
+                            out, sizeof(out));
+    snprintf(store, sizeof(store), "%s/report.json", out);
+    char *rep = read_file(store);
+    assert_non_null(rep);
+    assert_non_null(strstr(rep, "\"model_api\": true"));
+    free(rep);
+    snprintf(store, sizeof(store), "%s/store.db", out);
+    assert_sr_ok(sr_chaos_load(store, 23, &o, &e));
+    assert_true(e.global_step > 5);
+    assert_int_equal(e.nmembers, SR_CHAOS_NTENSORS - 1); /* the sparse one is a variable */
+    assert_int_equal(e.nvars, 4);                        /* three packs and the sparse one */
+    assert_int_equal(sr_chaos_verify(&e, checks), 1);
+
+    const char *names[] = {"fc1.bias", "gain", "frozen.mask", "block.weight"};
+    for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+        size_t m;
+        int    v;
+        for (m = 0; m < e.nmembers && strcmp(e.members[m].name, names[n]) != 0; m++) {
+        }
+        assert_true(m < e.nmembers);
+        for (v = 0; v < e.nvars && strcmp(e.var[v].name, e.members[m].pack) != 0; v++) {
+        }
+        assert_true(v < e.nvars);
+        /* The last byte of the member's value; of block.weight's first slot. */
+        int      in_slot = strcmp(names[n], "block.weight") == 0;
+        uint8_t *b = (uint8_t *)(in_slot ? e.slot[v][0] : e.value[v]) + e.members[m].offset +
+                     e.members[m].nbytes - 1;
+        *b ^= 0x01;
+        c = verdict(&e, "replay", checks);
+        assert_false(c->passed);
+        assert_non_null(strstr(c->detail, names[n]));
+        if (in_slot) {
+            assert_non_null(strstr(c->detail, e.slot_name[0]));
+        }
+        *b ^= 0x01;
+        assert_int_equal(sr_chaos_verify(&e, checks), 1);
+    }
+    /* A byte between two members (conv1.bias is 32 bytes, its slot 64). */
+    for (size_t m = 0; m < e.nmembers; m++) {
+        if (strcmp(e.members[m].name, "conv1.bias") != 0) {
+            continue;
+        }
+        for (int v = 0; v < e.nvars; v++) {
+            if (strcmp(e.var[v].name, e.members[m].pack) == 0) {
+                uint8_t *b = (uint8_t *)e.value[v] + e.members[m].offset + e.members[m].nbytes;
+                *b ^= 0x40;
+                c = verdict(&e, "replay", checks);
+                assert_false(c->passed);
+                assert_non_null(strstr(c->detail, e.members[m].pack));
+                *b ^= 0x40;
+            }
+        }
+    }
+    sr_chaos_evidence_free(&e);
+    sr_test_rmdir_rf(dir);
+    free(dir);
+}
+
 int
 main(void)
 {
@@ -379,6 +477,7 @@ main(void)
         cmocka_unit_test(test_chaos_async_commit_passes),
         cmocka_unit_test(test_chaos_adamw_cosine_clip_passes),
         cmocka_unit_test(test_chaos_elastic_loss_join_ctl_resize_passes),
+        cmocka_unit_test(test_chaos_model_api_checks_every_tensor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,13 +5,19 @@
  * trains as the per-variable API would (exact values), keeps its name
  * (pull by name, the store's members), survives restarts of the
  * coordinator and of the chief, and a changed tensor list is refused with
- * a message naming the tensor.
+ * a message naming the tensor.  Also with a worker process killed (-9) and
+ * restarted mid-training, with fewer workers than replicas (N < R), and
+ * with backup replicas over two packs, each averaging one replica set
+ * (judged against the store's step log).
  */
 #include "sr_test.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "store/store.h"
@@ -42,7 +48,7 @@ specs(sr_tensor_spec t[NT], int reversed)
 }
 
 /* Task k's gradients (exact in binary): w: (k+1) * 0.25 * (i+1), b: k+1,
- * s: 0.5. */
+ * s: 0.5 * (k+1). */
 typedef struct {
     float  gw[6], gb[3];
     double gs;
@@ -57,7 +63,7 @@ grads_of(int k, grads *g)
     for (int i = 0; i < 3; i++) {
         g->gb[i] = (float)(k + 1);
     }
-    g->gs = 0.5;
+    g->gs = 0.5 * (k + 1);
 }
 
 typedef struct {
@@ -65,6 +71,7 @@ typedef struct {
     int        task;
     int        reversed; /* declared its tensors in reverse order */
     int64_t    until;    /* train until the local step reaches it */
+    int64_t    at;       /* its local step after the last round (atomic) */
     int        rc;
     float      w[6], b[3], mean[4];
     double     s;
@@ -96,6 +103,7 @@ train(void *arg)
     w->rc = sr_client_model_pull(w->c, vp);
     while (w->rc == 0 && sr_client_local_step(w->c) < w->until) {
         w->rc = sr_client_model_step(w->c, gp, vp);
+        __atomic_store_n(&w->at, sr_client_local_step(w->c), __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -150,7 +158,7 @@ expect_values(const worker *w, int steps)
         }
         assert_true(w->b[i] == x);
     }
-    assert_true(w->s == s0 - 0.5 * 0.5 * steps);
+    assert_true(w->s == s0 - 0.5 * 0.75 * steps); /* (0.5 + 1.0) / 2 a step */
     assert_memory_equal(w->mean, mean0, sizeof(mean0));
     assert_memory_equal(w->count, count0, sizeof(count0));
 }
@@ -333,6 +341,272 @@ test_model_backup_replicas(void **state)
     sr_harness_fini(&h);
 }
 
+/* A worker process of task `task` (tensors in reverse order) that trains
+ * until it is killed. */
+static pid_t
+spawn_trainer(sr_harness *h, int task)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        sr_client_options o;
+        sr_client        *c;
+        sr_tensor_spec    t[NT];
+        worker            w;
+        grads             g;
+        const void       *gp[NT];
+        void             *vp[NT];
+        memset(&o, 0, sizeof(o));
+        o.endpoint = h->endpoint;
+        o.task_index = task;
+        o.timeout_ms = 60000;
+        memset(&w, 0, sizeof(w));
+        w.reversed = 1;
+        specs(t, 1);
+        grads_of(task, &g);
+        pointers(&w, &g, gp, vp);
+        if (sr_client_open(&c, &o) != 0 || sr_client_declare_model(c, NT, t) != 0 ||
+            sr_client_ready(c) != 0 || sr_client_model_pull(c, vp) != 0) {
+            _exit(3);
+        }
+        while (sr_client_model_step(c, gp, vp) == 0) {
+        }
+        _exit(0);
+    }
+    return pid;
+}
+
+typedef struct {
+    worker *w;
+    int64_t beyond;
+} at_wait;
+
+static int
+chief_beyond(void *arg)
+{
+    at_wait *a = arg;
+    return __atomic_load_n(&a->w->at, __ATOMIC_ACQUIRE) > a->beyond;
+}
+
+/* Task 1 is a process killed (-9) twice while the chief (a thread) trains
+ * with it, and restarted each time: the round it was in is lost or half
+ * pushed (a pack's push of the open step that arrived is not taken again:
+ * beyond its share), and the values after 12 steps are exact. */
+static void
+test_model_worker_kill9_restart(void **state)
+{
+    sr_harness h;
+    worker     w;
+    pthread_t  th;
+    pid_t      pid;
+    (void)state;
+
+    sr_harness_init(&h, "model-wkill");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5", "--init-tokens",
+                     "0", NULL);
+    open_worker(&h, &w, 0, 0);
+    assert_sr_ok(sr_client_ready(w.c));
+    pid = spawn_trainer(&h, 1);
+    w.until = 12;
+    assert_int_equal(pthread_create(&th, NULL, train, &w), 0);
+    for (int64_t beyond = 3; beyond <= 7; beyond += 4) {
+        at_wait a = {&w, beyond};
+        assert_true(sr_test_wait_until(chief_beyond, &a, 30000));
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        pid = spawn_trainer(&h, 1);
+    }
+    pthread_join(th, NULL);
+    assert_sr_ok(w.rc);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    expect_values(&w, 12);
+    sr_client_close(w.c);
+    sr_harness_fini(&h);
+}
+
+/* The store's step log and each pack's id, by a member's name. */
+typedef struct {
+    sr_store_contrib *log;
+    size_t            nlog;
+    int64_t           steps;
+} job_log;
+
+static void
+read_job(const sr_harness *h, job_log *j)
+{
+    sr_store     *st;
+    sr_store_opts so = {.readonly = 1};
+    sr_store_info info;
+
+    assert_sr_ok(sr_store_open(h->store, &so, &st));
+    assert_sr_ok(sr_store_get_info(st, &info));
+    j->steps = info.global_step;
+    assert_sr_ok(sr_store_read_log(st, 0, info.global_step, &j->log, &j->nlog));
+    sr_store_close(st);
+}
+
+/* The store id of the pack that holds tensor `name`. */
+static int64_t
+pack_of(const sr_harness *h, const char *name)
+{
+    sr_store        *st;
+    sr_store_opts    so = {.readonly = 1};
+    sr_store_member *m;
+    sr_store_var    *v;
+    size_t           nm, nv;
+    int64_t          id = -1;
+
+    assert_sr_ok(sr_store_open(h->store, &so, &st));
+    assert_sr_ok(sr_store_list_members(st, &m, &nm));
+    assert_sr_ok(sr_store_list_vars(st, &v, &nv));
+    for (size_t i = 0; i < nm; i++) {
+        for (size_t k = 0; strcmp(m[i].name, name) == 0 && k < nv; k++) {
+            id = strcmp(v[k].name, m[i].pack) == 0 ? v[k].id : id;
+        }
+    }
+    free(m);
+    free(v);
+    sr_store_close(st);
+    assert_true(id >= 0);
+    return id;
+}
+
+/* The tasks of pack `id`'s contributions at step s (count returned), each
+ * from the step the gradient was computed at. */
+static int
+tasks_at(const job_log *j, int64_t id, int64_t s, int32_t *tasks, int cap)
+{
+    int n = 0;
+    for (size_t k = 0; k < j->nlog; k++) {
+        if (j->log[k].step == s && j->log[k].var_id == id) {
+            assert_true(n < cap);
+            assert_true(j->log[k].local_step == s);
+            tasks[n++] = j->log[k].task_index;
+        }
+    }
+    return n;
+}
+
+/* N < R (R = 4 of N = 2, DESIGN.md): a replica computes several batches a
+ * step.  Each pack's step takes ceil(R / N) = 2 gradients of each task, as
+ * the step log shows, and their mean: the values of the R = 2 job, exact
+ * (the gradients are exact in binary, so the sum of four over 4 is the sum
+ * of two over 2). */
+static void
+test_model_fewer_workers_than_replicas(void **state)
+{
+    sr_harness h;
+    worker     w[2];
+    job_log    j;
+    (void)state;
+
+    sr_harness_init(&h, "model-nlr");
+    sr_harness_start(&h, "--replicas-to-aggregate", "4", "--total-replicas", "2", "--learning-rate",
+                     "0.5", "--step-log", NULL);
+    open_worker(&h, &w[0], 0, 0);
+    open_worker(&h, &w[1], 1, 1);
+    assert_sr_ok(sr_client_ready(w[0].c));
+    assert_sr_ok(sr_client_ready(w[1].c));
+    run_pair(&h, w, 3);
+    expect_values(&w[0], 3);
+    expect_values(&w[1], 3);
+    for (int k = 0; k < 2; k++) {
+        sr_client_close(w[k].c);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+    read_job(&h, &j);
+    assert_int_equal(j.steps, 3);
+    for (int64_t s = 0; s < j.steps; s++) {
+        const char *in[] = {"layer.w", "scale"}; /* the float32 and the float64 pack */
+        for (int p = 0; p < 2; p++) {
+            int32_t t[8];
+            int     n = tasks_at(&j, pack_of(&h, in[p]), s, t, 8), per[2] = {0, 0};
+            assert_int_equal(n, 4);
+            for (int k = 0; k < n; k++) {
+                per[t[k]]++;
+            }
+            assert_int_equal(per[0], 2);
+            assert_int_equal(per[1], 2);
+        }
+    }
+    free(j.log);
+    sr_harness_fini(&h);
+}
+
+/* Backup replicas over two packs (R = 2 of N = 3, three workers whose
+ * gradients differ): each pack's step takes the first two tasks that push
+ * it, the packs of one step maybe different pairs.  Replayed from the step
+ * log, the float32 pack's two tensors (layer.w, layer.b) move by the mean
+ * of its pair, the float64 one (scale) by its own pack's pair: bit for bit
+ * the pulled values, so every tensor of a pack averaged one replica set. */
+static void
+test_model_backup_replicas_two_packs(void **state)
+{
+    sr_harness h;
+    worker     w[3];
+    pthread_t  th[3];
+    job_log    j;
+    grads      g[3];
+    float      xw[6], xb[3];
+    double     xs = s0;
+    (void)state;
+
+    sr_harness_init(&h, "model-backup2");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--total-replicas", "3", "--learning-rate",
+                     "0.5", "--max-steps", "6", "--step-log", NULL);
+    for (int k = 0; k < 3; k++) {
+        open_worker(&h, &w[k], k, k == 1);
+        grads_of(k, &g[k]);
+    }
+    for (int k = 0; k < 3; k++) {
+        assert_sr_ok(sr_client_ready(w[k].c));
+    }
+    for (int k = 0; k < 3; k++) {
+        w[k].until = 100; /* --max-steps ends it: SR_EDONE */
+        assert_int_equal(pthread_create(&th[k], NULL, train, &w[k]), 0);
+    }
+    for (int k = 0; k < 3; k++) {
+        pthread_join(th[k], NULL);
+        assert_int_equal(w[k].rc, SR_EDONE);
+    }
+    float  pw[6], pb[3];
+    double ps;
+    assert_sr_ok(sr_client_pull(w[0].c, "layer.w", pw, sizeof(pw)));
+    assert_sr_ok(sr_client_pull(w[0].c, "layer.b", pb, sizeof(pb)));
+    assert_sr_ok(sr_client_pull(w[0].c, "scale", &ps, sizeof(ps)));
+    for (int k = 0; k < 3; k++) {
+        sr_client_close(w[k].c);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+
+    read_job(&h, &j);
+    assert_int_equal(j.steps, 6);
+    int64_t f32 = pack_of(&h, "layer.w"), f64 = pack_of(&h, "scale");
+    assert_int_equal(pack_of(&h, "layer.b"), f32);
+    assert_true(f32 != f64);
+    memcpy(xw, w0, sizeof(xw));
+    memcpy(xb, b0, sizeof(xb));
+    for (int64_t s = 0; s < j.steps; s++) {
+        int32_t a[4], b[4];
+        assert_int_equal(tasks_at(&j, f32, s, a, 4), 2);
+        assert_int_equal(tasks_at(&j, f64, s, b, 4), 2);
+        assert_true(a[0] != a[1] && b[0] != b[1]); /* R replicas are R tasks */
+        for (int i = 0; i < 6; i++) {
+            xw[i] -= 0.5f * ((g[a[0]].gw[i] + g[a[1]].gw[i]) / 2.0f);
+        }
+        for (int i = 0; i < 3; i++) {
+            xb[i] -= 0.5f * ((g[a[0]].gb[i] + g[a[1]].gb[i]) / 2.0f);
+        }
+        xs -= 0.5 * ((g[b[0]].gs + g[b[1]].gs) / 2.0);
+    }
+    assert_memory_equal(pw, xw, sizeof(xw));
+    assert_memory_equal(pb, xb, sizeof(xb));
+    assert_true(ps == xs);
+    free(j.log);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -340,6 +614,9 @@ main(void)
         cmocka_unit_test(test_model_trains_exactly),
         cmocka_unit_test(test_model_restarts_and_changed_lists),
         cmocka_unit_test(test_model_backup_replicas),
+        cmocka_unit_test(test_model_worker_kill9_restart),
+        cmocka_unit_test(test_model_fewer_workers_than_replicas),
+        cmocka_unit_test(test_model_backup_replicas_two_packs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,9 @@
  * log and one incarnation (R, N) per era, through the store API.  Each test
  * says which tasks contribute at each step, so a store can hold exactly the
  * violation under test, with every other invariant intact.  Mainly:
- * distinct_tasks, "R replicas are R tasks" (docs/chaos.md).
+ * distinct_tasks, "R replicas are R tasks" (docs/chaos.md).  Issue 23: a
+ * store of the --model-api model's packs and member table, judged tensor
+ * by tensor.
  */
 #include "sr_test.h"
 
@@ -353,6 +355,232 @@ test_chaos_verify_elastic_steps_judged_by_recorded_replicas(void **state)
     assert_only_failure(checks, "exactly_r", want_m);
 }
 
+/* ---- issue 23: the --model-api model, packed as the coordinator does ----
+ * Its packs: 0 float32 trainable, 1 float64 trainable, 2 float32 not
+ * trainable, members 64-byte aligned in table order; the sparse tensor a
+ * variable of its own.  R tasks 0..R-1 contribute at every step (SGD). */
+typedef struct {
+    uint8_t         val[3][4096];
+    uint64_t        bytes[3];
+    int64_t         id[3];
+    sr_store_member m[SR_CHAOS_NTENSORS];
+    size_t          nm;
+} packed;
+
+static int
+pack_index(const sr_chaos_var *t)
+{
+    return t->frozen ? 2 : t->dtype == SR_FLOAT32 ? 0 : 1;
+}
+
+static void
+lay_out(packed *p)
+{
+    const sr_chaos_var *tv = sr_chaos_tensors();
+    memset(p, 0, sizeof(*p));
+    for (int t = 0; t < SR_CHAOS_NTENSORS; t++) {
+        if (tv[t].sparse) {
+            continue;
+        }
+        int              k = pack_index(&tv[t]);
+        sr_store_member *m = &p->m[p->nm];
+        snprintf(m->name, sizeof(m->name), "%s", tv[t].name);
+        snprintf(m->pack, sizeof(m->pack), SR_STORE_PACK_PREFIX "%d", k);
+        m->offset = p->bytes[k];
+        m->dtype = tv[t].dtype;
+        m->ndim = tv[t].ndim;
+        memcpy(m->shape, tv[t].shape, sizeof(tv[t].shape));
+        m->nbytes = sr_chaos_bytes(&tv[t]);
+        m->trainable = !tv[t].frozen;
+        m->pos = (int32_t)p->nm++;
+        p->bytes[k] = (m->offset + m->nbytes + 63) / 64 * 64;
+        sr_chaos_var_init(SEED, &tv[t], p->val[k] + m->offset);
+    }
+}
+
+/* Pack k's gradient of task `task`: each member's at its offset. */
+static void
+pack_grad(const packed *p, int k, int32_t task, uint8_t *grad)
+{
+    memset(grad, 0, p->bytes[k]);
+    for (size_t i = 0; i < p->nm; i++) {
+        const sr_chaos_var *t = &sr_chaos_tensors()[sr_chaos_tensor_index(p->m[i].name)];
+        if (pack_index(t) == k) {
+            sr_chaos_var_grad_dense(SEED, t, task, p->val[k] + p->m[i].offset,
+                                    grad + p->m[i].offset);
+        }
+    }
+}
+
+static void
+build_model_store(const char *path, int R, int64_t nsteps)
+{
+    const sr_chaos_var *tv = sr_chaos_tensors();
+    const sr_chaos_var *emb = &tv[sr_chaos_tensor_index("embedding")];
+    era                 r = {R, R, 0};
+    sr_optim            o = sgd();
+    sr_store_opts       so = {.create = 1};
+    sr_store           *st = NULL;
+    packed              p;
+    uint8_t             ev[4096], grad[4096];
+    int64_t             eid, idx[SR_CHAOS_SPARSE_ROWS];
+
+    lay_out(&p);
+    assert_sr_ok(sr_store_open(path, &so, &st));
+    start_incarnation(st, &r);
+    for (int k = 0; k < 3; k++) {
+        char    name[64];
+        int64_t elems = (int64_t)(p.bytes[k] / (k == 1 ? 8 : 4));
+        snprintf(name, sizeof(name), SR_STORE_PACK_PREFIX "%d", k);
+        assert_sr_ok(sr_store_declare(st, name, k == 1 ? SR_FLOAT64 : SR_FLOAT32, 1, &elems, k < 2,
+                                      p.val[k], p.bytes[k], &p.id[k], NULL));
+    }
+    sr_chaos_var_init(SEED, emb, ev);
+    assert_sr_ok(sr_store_declare(st, emb->name, emb->dtype, emb->ndim, emb->shape, 1, ev,
+                                  sr_chaos_bytes(emb), &eid, NULL));
+    assert_sr_ok(sr_store_add_members(st, p.m, p.nm));
+    assert_sr_ok(sr_store_set_ready(st));
+    for (int64_t s = 0; s < nsteps; s++) {
+        sr_store_contrib log[3 * MAX_R];
+        sr_store_tensor  t[3];
+        size_t           n = 0;
+        for (int v = 0; v < 3; v++) { /* the two trainable packs, the sparse tensor */
+            int64_t          id = v < 2 ? p.id[v] : eid;
+            uint8_t         *val = v < 2 ? p.val[v] : ev;
+            uint64_t         bytes = v < 2 ? p.bytes[v] : sr_chaos_bytes(emb);
+            int              es = v == 1 ? 8 : 4;
+            sr_accum         a;
+            sr_accum_outcome out;
+            memset(&a, 0, sizeof(a));
+            assert_sr_ok(sr__accum_init(&a, v == 1 ? SR_FLOAT64 : SR_FLOAT32, bytes / (size_t)es,
+                                        v < 2 ? bytes / (size_t)es : (uint64_t)emb->shape[0], R,
+                                        s));
+            for (int k = 0; k < R; k++) {
+                if (v < 2) {
+                    pack_grad(&p, v, k, grad);
+                    assert_sr_ok(sr__accum_push_dense(&a, grad, s, k, &out));
+                } else {
+                    sr_chaos_var_grad_sparse(SEED, emb, k, ev, idx, grad);
+                    assert_sr_ok(
+                        sr__accum_push_sparse(&a, idx, grad, SR_CHAOS_SPARSE_ROWS, s, k, &out));
+                }
+                log[n++] = (sr_store_contrib){
+                    .step = s, .var_id = id, .pos = k, .task_index = k, .local_step = s};
+            }
+            sr__optim_apply_accum(&o, s + 1, &a, val, NULL, NULL, NULL, 0, 0);
+            sr__accum_destroy(&a);
+            t[v] = (sr_store_tensor){.var_id = id, .data = val, .len_bytes = bytes};
+        }
+        /* The step log is ordered by (step, var_id, pos). */
+        sr_store_commit c = {
+            .global_step = s + 1, .tensors = t, .ntensors = 3, .log = log, .nlog = n};
+        assert_sr_ok(sr_store_commit_step(st, &c));
+    }
+    sr_store_close(st);
+}
+
+/* The verifier replays the packs and checks every tensor by name: a byte
+ * of one member changed in a copy of the evidence is reported as that
+ * tensor (the frozen one too), a byte of a pack's padding as the pack. */
+static void
+test_chaos_verify_model_api_names_the_tensor(void **state)
+{
+    fixture          *f = *state;
+    sr_chaos_evidence e;
+    sr_chaos_check    checks[SR_CHAOS_NCHECKS];
+    sr_optim          o = sgd();
+
+    build_model_store(f->path, 3, 6);
+    assert_sr_ok(sr_chaos_load(f->path, SEED, &o, &e));
+    assert_int_equal(e.nvars, 4);
+    assert_int_equal(e.nmembers, SR_CHAOS_NTENSORS - 1);
+    assert_int_equal(sr_chaos_verify(&e, checks), 1);
+    const char *const names[] = {"conv1.weight", "fc1.bias", "gain", "temperature", "frozen.mask"};
+    for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+        size_t m = 0;
+        int    v = 0;
+        while (strcmp(e.members[m].name, names[n]) != 0) {
+            m++;
+        }
+        while (strcmp(e.var[v].name, e.members[m].pack) != 0) {
+            v++;
+        }
+        uint8_t *b = (uint8_t *)e.value[v] + e.members[m].offset + e.members[m].nbytes - 1;
+        *b ^= 0x01;
+        const char *const want[] = {names[n], "after step 6", NULL};
+        assert_int_equal(sr_chaos_verify(&e, checks), 0);
+        assert_only_failure(checks, "replay", want);
+        *b ^= 0x01;
+    }
+    /* conv1.bias (32 bytes) is followed by 32 bytes of padding. */
+    size_t m = 0;
+    while (strcmp(e.members[m].name, "conv1.bias") != 0) {
+        m++;
+    }
+    uint8_t *pad = (uint8_t *)e.value[0] + e.members[m].offset + e.members[m].nbytes;
+    *pad = 1;
+    const char *const want_pack[] = {e.members[m].pack, NULL};
+    assert_int_equal(sr_chaos_verify(&e, checks), 0);
+    assert_only_failure(checks, "replay", want_pack);
+    *pad = 0;
+    /* The first step-log row (step 0, the float32 pack) dropped: exactly_r
+     * names the pack. */
+    sr_store_contrib first = e.log[0];
+    memmove(&e.log[0], &e.log[1], (e.nlog - 1) * sizeof(*e.log));
+    e.nlog--;
+    const char *const want_r[] = {"step 0 ", SR_STORE_PACK_PREFIX "0", "2 contributions", NULL};
+    assert_int_equal(sr_chaos_verify(&e, checks), 0);
+    assert_false(check_named(checks, "exactly_r")->passed);
+    for (int k = 0; want_r[k] != NULL; k++) {
+        assert_non_null(strstr(check_named(checks, "exactly_r")->detail, want_r[k]));
+    }
+    memmove(&e.log[1], &e.log[0], e.nlog * sizeof(*e.log));
+    e.log[0] = first;
+    e.nlog++;
+    /* The last row (the last step's sparse tensor) moved to the not
+     * trainable pack, which takes no gradient. */
+    int frozen = 0;
+    while (!e.var[frozen].frozen) {
+        frozen++;
+    }
+    int64_t saved_id = e.log[e.nlog - 1].var_id;
+    e.log[e.nlog - 1].var_id = e.var_id[frozen];
+    assert_int_equal(sr_chaos_verify(&e, checks), 0);
+    assert_non_null(strstr(check_named(checks, "exactly_r")->detail, "(not trainable)"));
+    e.log[e.nlog - 1].var_id = saved_id;
+    assert_int_equal(sr_chaos_verify(&e, checks), 1);
+    sr_chaos_evidence_free(&e);
+}
+
+/* A store whose members are not the chaos model's is refused, naming the
+ * member (never judged against the wrong layout). */
+static void
+test_chaos_verify_model_api_foreign_member_is_refused(void **state)
+{
+    fixture          *f = *state;
+    sr_chaos_evidence e;
+    sr_optim          o = sgd();
+    sr_store_opts     so = {.create = 1};
+    sr_store         *st = NULL;
+    int64_t           id, n = 4;
+    float             zero[4] = {0};
+    sr_store_member   m = {.name = "not.chaos",
+                           .pack = SR_STORE_PACK_PREFIX "0",
+                           .dtype = SR_FLOAT32,
+                           .ndim = 1,
+                           .shape = {4},
+                           .nbytes = 16,
+                           .trainable = 1};
+
+    assert_sr_ok(sr_store_open(f->path, &so, &st));
+    assert_sr_ok(sr_store_declare(st, SR_STORE_PACK_PREFIX "0", SR_FLOAT32, 1, &n, 1, zero,
+                                  sizeof(zero), &id, NULL));
+    assert_sr_ok(sr_store_add_members(st, &m, 1));
+    sr_store_close(st);
+    assert_int_equal(sr_chaos_load(f->path, SEED, &o, &e), SR_EINVAL);
+    assert_non_null(strstr(sr_errdetail(), "not.chaos"));
+}
+
 int
 main(void)
 {
@@ -369,6 +597,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_chaos_verify_r_and_n_from_the_applying_incarnation,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_chaos_verify_elastic_steps_judged_by_recorded_replicas,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chaos_verify_model_api_names_the_tensor, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_chaos_verify_model_api_foreign_member_is_refused,
                                         setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
