@@ -1,0 +1,225 @@
+/*
+ * The in-process coordinator fixture (coord_fixture.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sr_test.h"
+
+#include "coord_fixture.h"
+#include "core/dtype.h"
+#include "core/log.h"
+
+static int
+fake_send(void *ctx, const void *data, size_t len, int flags)
+{
+    cf_io *io = ctx;
+
+    assert_true(io->n < CF_MAX_FRAMES);
+    cf_frame *s = &io->f[io->n++];
+    s->data = malloc(len ? len : 1);
+    assert_non_null(s->data);
+    memcpy(s->data, data, len);
+    s->len = len;
+    s->more = (flags & ZMQ_SNDMORE) != 0;
+    return (int)len;
+}
+
+/* Sent at once: the message's free function runs (a pull slot or a value's
+ * reference is released) as when ZeroMQ has sent it. */
+static int
+fake_send_msg(void *ctx, zmq_msg_t *m, int flags)
+{
+    int n = fake_send(ctx, zmq_msg_data(m), zmq_msg_size(m), flags);
+    zmq_msg_close(m);
+    return n;
+}
+
+static int64_t
+fake_now(void *ctx)
+{
+    return ((cf_io *)ctx)->now_ms;
+}
+
+int
+cf_next_reply(cf_fixture *t, cf_reply *r)
+{
+    cf_io *io = &t->io;
+
+    if (io->read == io->n) {
+        return 0;
+    }
+    cf_frame *rid = &io->f[io->read];
+    cf_frame *hdr = &io->f[io->read + 1];
+    assert_true(io->read + 1 < io->n);
+    assert_true(rid->more);
+    assert_true(rid->len < sizeof(r->rid));
+    memcpy(r->rid, rid->data, rid->len);
+    r->rid[rid->len] = '\0';
+    assert_sr_ok(sr_wire_header_decode(hdr->data, hdr->len, &r->h));
+    io->read += 2;
+    r->body = &io->f[io->read];
+    r->nbody = 0;
+    for (int more = hdr->more; more; r->nbody++, io->read++) {
+        assert_true(io->read < io->n);
+        more = io->f[io->read].more;
+    }
+    return 1;
+}
+
+void
+cf_drain(cf_fixture *t)
+{
+    cf_reply r;
+    sr__coord_flush_held_batch(&t->c, 1);
+    while (cf_next_reply(t, &r)) {
+    }
+}
+
+void
+cf_open(cf_fixture *t)
+{
+    sr__coord_init(&t->c, &t->o);
+    t->c.io.send = fake_send;
+    t->c.io.send_msg = fake_send_msg;
+    t->c.io.now_ms = fake_now;
+    t->c.io.ctx = &t->io;
+    assert_sr_ok(sr__coord_open_store(&t->c));
+    assert_sr_ok(sr__coord_start(&t->c));
+}
+
+void
+cf_close(cf_fixture *t)
+{
+    cf_drain(t);
+    sr__coord_free(&t->c);
+    memset(&t->c, 0, sizeof(t->c));
+}
+
+int
+cf_setup(void **state)
+{
+    cf_fixture *t = calloc(1, sizeof(*t));
+
+    if (t == NULL || (t->dir = sr_test_mkdtemp("coord")) == NULL) {
+        free(t);
+        return -1;
+    }
+    sr_log_set_level(SR_LOG_ERR);
+    snprintf(t->path, sizeof(t->path), "%s/c.db", t->dir);
+    sr_coord_opts_default(&t->o);
+    t->o.store_path = t->path;
+    t->o.R = 2;
+    t->o.N = 2;
+    t->o.optim.lr = 0.5;
+    t->o.sync_normal = 1;
+    t->io.now_ms = 1000;
+    *state = t;
+    return 0;
+}
+
+int
+cf_teardown(void **state)
+{
+    cf_fixture *t = *state;
+
+    sr__coord_free(&t->c);
+    for (size_t i = 0; i < t->io.n; i++) {
+        free(t->io.f[i].data);
+    }
+    sr_test_rmdir_rf(t->dir);
+    free(t->dir);
+    free(t);
+    return 0;
+}
+
+sr_wire_header
+cf_hdr(cf_fixture *t, int type, uint64_t client_id, int32_t task)
+{
+    sr_wire_header h;
+
+    memset(&h, 0, sizeof(h));
+    h.type = (uint8_t)type;
+    h.request_id = ++t->req_id;
+    h.incarnation = t->c.incarnation;
+    h.client_id = client_id;
+    h.task_index = task;
+    return h;
+}
+
+void
+cf_deliver(cf_fixture *t, const char *rid, const sr_wire_header *h, const cf_blob *body, int nbody)
+{
+    zmq_msg_t parts[8];
+    uint8_t   hb[SR_WIRE_HEADER_BYTES];
+    int       n = 0;
+
+    assert_true(nbody <= 6);
+    sr_wire_header_encode(h, hb);
+    const cf_blob head[2] = {{rid, strlen(rid)}, {hb, sizeof(hb)}};
+    for (; n < 2 + nbody; n++) {
+        const cf_blob *b = n < 2 ? &head[n] : &body[n - 2];
+        assert_int_equal(zmq_msg_init_size(&parts[n], b->n), 0);
+        if (b->n > 0) {
+            memcpy(zmq_msg_data(&parts[n]), b->p, b->n);
+        }
+    }
+    sr__coord_dispatch(&t->c, parts, n);
+    for (int i = 0; i < n; i++) {
+        zmq_msg_close(&parts[i]);
+    }
+}
+
+void
+cf_simple(cf_fixture *t, const char *rid, int type, uint64_t client_id, int32_t task)
+{
+    sr_wire_header h = cf_hdr(t, type, client_id, task);
+    cf_deliver(t, rid, &h, NULL, 0);
+}
+
+void
+cf_declare_w(cf_fixture *t, uint64_t client_id)
+{
+    sr_wire_vardesc d;
+    uint8_t         db[SR_WIRE_BODY_MAX];
+    const float     init[2] = {1.0f, 2.0f};
+
+    memset(&d, 0, sizeof(d));
+    snprintf(d.name, sizeof(d.name), "w");
+    d.dtype = SR_FLOAT32;
+    d.ndim = 1;
+    d.shape[0] = 2;
+    sr_wire_header h = cf_hdr(t, SR_MSG_DECLARE, client_id, 0);
+    cf_blob        body[2] = {{db, sr_wire_vardesc_encode(&d, db, sizeof(db))}, {init, 8}};
+    cf_deliver(t, "a", &h, body, 2);
+}
+
+void
+cf_mark_ready(cf_fixture *t, uint64_t client_id)
+{
+    sr_wire_ready_req q = {1};
+    uint8_t           b[8];
+    sr_wire_header    h = cf_hdr(t, SR_MSG_READY, client_id, 0);
+    cf_blob           body[1] = {{b, sr_wire_ready_req_encode(&q, b, sizeof(b))}};
+    cf_deliver(t, "a", &h, body, 1);
+}
+
+void
+cf_push_w(cf_fixture *t, const char *rid, uint64_t client_id, int32_t task, int64_t local_step,
+          uint64_t seq, float g0, float g1)
+{
+    sr_wire_pushdesc p;
+    uint8_t          pb[SR_WIRE_BODY_MAX];
+    const float      g[2] = {g0, g1};
+
+    memset(&p, 0, sizeof(p));
+    snprintf(p.name, sizeof(p.name), "w");
+    p.dtype = SR_FLOAT32;
+    p.count = sizeof(g);
+    sr_wire_header h = cf_hdr(t, SR_MSG_PUSH, client_id, task);
+    h.local_step = local_step;
+    h.seq = seq;
+    cf_blob body[2] = {{pb, sr_wire_pushdesc_encode(&p, pb, sizeof(pb))}, {g, sizeof(g)}};
+    cf_deliver(t, rid, &h, body, 2);
+}
