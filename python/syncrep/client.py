@@ -252,10 +252,19 @@ class Client:
         the step's token, and write the fresh values into ``outs`` (None
         entries are skipped).  Raises as ``step()`` does (``syncrep.Done``
         when the job has ended)."""
-        g = self._model_arrays(grads, "model_step", False)
-        o = self._model_arrays(outs, "model_step", True)
-        self._check(lib.sr_client_model_step(self._handle(), self._pointers(g),
-                                             self._pointers(o)), "model_step")
+        return self._model_step_at(self._model_pointers(grads, "model_step", False),
+                                   self._model_pointers(outs, "model_step", True))
+
+    def _model_pointers(self, arrs, what, out):
+        """The C call's array of addresses of ``arrs``, checked as
+        ``model_step`` checks them (``out``: to be written)."""
+        return self._pointers(self._model_arrays(arrs, what, out))
+
+    def _model_step_at(self, grads_p, values_p):
+        """``model_step`` with address arrays from ``_model_pointers``, or
+        kept valid by the caller (syncrep.torch reuses them every round, so
+        a round of many tensors costs no per-tensor Python work)."""
+        self._check(lib.sr_client_model_step(self._handle(), grads_p, values_p), "model_step")
         return self.local_step
 
     def ready(self):

@@ -44,6 +44,8 @@ latest step, or a retained ``step=``) from a store, an ``.npz`` or a
 ``.safetensors`` export into a module, for evaluation or inference.
 """
 
+import ctypes
+
 import numpy as np
 import torch
 
@@ -111,17 +113,36 @@ class SyncReplicas:
                              frozen=[n for n, _, k in self._params if k == _FROZEN],
                              sparse=[n for n, _, k in self._params if k == _SPARSE])
         client.ready()
-        # The fresh values are written into the parameters' own memory where
-        # torch allows (CPU, contiguous); elsewhere into a host array copied
-        # into the parameter after each pull.
-        self._outs, self._staged = [], []
+        self._bind_values()
+        self.load()
+        # The gradients' address array, kept from round to round: a
+        # parameter's .grad is the same tensor every round (backward
+        # accumulates into it) unless it was set to None or replaced, so
+        # only those entries are made again (_grad_pointers).
+        n = len(self._params)
+        self._gp = (ctypes.c_void_p * n)()
+        self._gsrc = [None] * n  # the .grad tensor whose memory _gp[i] points at
+        self._gkeep = [None] * n  # the array _gp[i] points into (kept alive)
+
+    def _bind_values(self):
+        """Where the fresh values go: into the parameters' own memory where
+        torch allows (CPU, contiguous), elsewhere into a host array copied
+        into the parameter after each pull; and the model call's address
+        array of those."""
+        self._outs, self._staged, self._addr = [], [], []
         for _, p, _ in self._params:
             a = _shares(p)
             if a is None:
                 a = np.empty(tuple(p.shape), _NUMPY[p.dtype])
                 self._staged.append((p, a))
             self._outs.append(a)
-        self.load()
+            self._addr.append(p.data_ptr())
+        self._vp = self.client._model_pointers(self._outs, "SyncReplicas", True)
+
+    def _values_moved(self):
+        """A parameter's memory was replaced since _bind_values (``p.data =
+        ...``, ``model.to(...)``)."""
+        return any(p.data_ptr() != a for (_, p, _), a in zip(self._params, self._addr))
 
     def _copy_staged(self):
         if self._staged:
@@ -131,23 +152,38 @@ class SyncReplicas:
 
     def load(self):
         """Copy the coordinator's current values into the model's parameters."""
+        if self._values_moved():
+            self._bind_values()
         self.client.model_pull(self._outs)
         self._copy_staged()
 
-    def _grads(self):
-        """This round's gradients in the declared order (None: a zero
-        gradient, or a tensor that is not pushed in the call); sparse
-        tensors' rows are pushed here, before the model call."""
-        grads = []
-        for name, p, kind in self._params:
-            g = p.grad if kind != _FROZEN else None
+    def _grad_pointers(self):
+        """This round's gradients as the model call's address array, in the
+        declared order (NULL: a zero gradient, or a tensor not pushed in the
+        call); sparse tensors' rows are pushed here, before the call."""
+        gp = self._gp
+        for i, (name, p, kind) in enumerate(self._params):
+            if kind == _FROZEN:
+                continue
+            g = p.grad
             if kind == _SPARSE:
                 self._push_rows(name, p, g)
-                g = None
-            elif g is not None and g.is_sparse:
-                g = g.to_dense()
-            grads.append(_host(g) if g is not None else None)
-        return grads
+                continue
+            if g is not None and g is self._gsrc[i] and g.data_ptr() == gp[i]:
+                continue  # the same tensor as last round, in place
+            self._gsrc[i] = None
+            if g is None:
+                a = None
+            else:
+                d = g.to_dense() if g.is_sparse else g
+                a = _shares(d)
+                if a is not None and d is g:
+                    self._gsrc[i] = g
+                elif a is None:
+                    a = d.detach().cpu().contiguous().numpy()  # one copy
+            self._gkeep[i] = a
+            gp[i] = a.ctypes.data if a is not None else None
+        return gp
 
     def _push_rows(self, name, p, g):
         if g is None:  # no row touched this round: an empty sparse push still counts
@@ -169,7 +205,9 @@ class SyncReplicas:
         (``syncrep.drain``) the round still completes, then
         ``syncrep.Drained`` (exit status 0) is raised.  The one place a
         round's pushes, token and pull happen."""
-        step = self.client.model_step(self._grads(), self._outs)
+        if self._values_moved():
+            self._bind_values()
+        step = self.client._model_step_at(self._grad_pointers(), self._vp)
         self._copy_staged()
         if drain.requested():
             raise drain.Drained()
