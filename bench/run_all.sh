@@ -3,7 +3,8 @@
 # bench/results.json.  Each benchmark pairs syncrep with a baseline measured
 # by the same program in the same run and reports the ratio; see
 # docs/performance.md.  Usage: bench/run_all.sh BUILD_DIR
-# PERF_ARGS: extra arguments for bench/perf (e.g. PERF_ARGS=--quick).
+# PERF_ARGS: extra arguments for bench/perf (e.g. PERF_ARGS=--quick);
+# PYTHON_BENCH_ARGS: for bench/python/bench_torch.py (e.g. --quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -26,6 +27,10 @@ run local_reduce "$BUILD/bench/gpu/local_reduce"
 run optim_apply "$BUILD/bench/optim/optim_apply"
 # shellcheck disable=SC2086  # PERF_ARGS is a list of words
 run perf "$BUILD/bench/perf/perf" --syncrep "$BUILD/cli/syncrep" ${PERF_ARGS:-}
+# The PyTorch row (issue 24): syncrep.torch against the C client, same run;
+# it prints SKIPPED (and still writes its JSON) without numpy or torch.
+# shellcheck disable=SC2086  # PYTHON_BENCH_ARGS is a list of words (e.g. --quick)
+run python /usr/bin/python3 bench/python/bench_torch.py --build "$BUILD" ${PYTHON_BENCH_ARGS:-}
 
 {
     echo "{"

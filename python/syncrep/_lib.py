@@ -14,6 +14,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 FLOAT32, FLOAT64, INT32, INT64 = 1, 2, 3, 4
 
+# Issue 27 (docs/network.md): heartbeats, connect timeout, TCP keepalive,
+# the last six fields of sr_client_options (0 = the default, -1 = off);
+# also syncrep.Client's keyword arguments of the same names.
+NETWORK_OPTIONS = ("heartbeat_ivl_ms", "heartbeat_timeout_ms", "connect_timeout_ms",
+                   "tcp_keepalive_idle_s", "tcp_keepalive_intvl_s", "tcp_keepalive_cnt")
+
 
 class Options(ctypes.Structure):
     """``sr_client_options`` (include/syncrep/syncrep.h)."""
@@ -25,16 +31,8 @@ class Options(ctypes.Structure):
         ("server_public_key", ctypes.c_char_p),
         ("public_key", ctypes.c_char_p),
         ("secret_key", ctypes.c_char_p),
-        # Issue 27 (docs/network.md): heartbeats, connect timeout, TCP
-        # keepalive; 0 = the library's default.  They must be here even
-        # when unused: the library reads the whole C struct.
-        ("heartbeat_ivl_ms", ctypes.c_int),
-        ("heartbeat_timeout_ms", ctypes.c_int),
-        ("connect_timeout_ms", ctypes.c_int),
-        ("tcp_keepalive_idle_s", ctypes.c_int),
-        ("tcp_keepalive_intvl_s", ctypes.c_int),
-        ("tcp_keepalive_cnt", ctypes.c_int),
-    ]
+    ] + [(name, ctypes.c_int) for name in NETWORK_OPTIONS]
+    # They must be here even when unused: the library reads the whole C struct.
 
 
 class TensorSpec(ctypes.Structure):

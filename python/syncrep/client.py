@@ -39,6 +39,22 @@ def _name_bytes(name):
     return name.encode("utf-8", "surrogateescape")
 
 
+def _network_options(given):
+    """The network keyword arguments of ``Client(...)``, checked: the
+    fields of ``_lib.NETWORK_OPTIONS`` (sr_client_options' last six), each
+    an int >= -1 that fits a C int.  The ranges of each are the library's
+    (sr_client_open refuses a value out of its range, naming it)."""
+    for name, value in given.items():
+        if name not in _lib.NETWORK_OPTIONS:
+            raise TypeError("Client() got an unexpected keyword argument %r (the network "
+                            "options are %s)" % (name, ", ".join(_lib.NETWORK_OPTIONS)))
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
+                not -1 <= value <= 0x7FFFFFFF:
+            raise invalid("Client: %s must be an int: 0 (default), -1 (off) or a value in its "
+                          "range (docs/network.md), not %r" % (name, value))
+    return {name: int(value) for name, value in given.items()}
+
+
 class _Var:
     __slots__ = ("dtype", "shape", "nbytes", "trainable")
 
@@ -53,25 +69,33 @@ class Client:
     """A worker of a syncrep job (one per process and task index).
 
     ``Client(endpoint, task_index=0, timeout=60.0, server_public_key=None,
-    public_key=None, secret_key=None)`` connects and says hello; ``timeout``
-    (seconds) is how long the coordinator may be unreachable before a call
-    raises ``syncrep.TimeoutError``.  The three keys (Z85 text) turn CURVE on.
-    One thread at a time may use a client.
+    public_key=None, secret_key=None, **network)`` connects and says hello;
+    ``timeout`` (seconds) is how long the coordinator may be unreachable
+    before a call raises ``syncrep.TimeoutError``.  The three keys (Z85 text)
+    turn CURVE on.  ``network`` is any of the six network options of
+    ``sr_client_options`` under their C names (docs/network.md):
+    ``heartbeat_ivl_ms``, ``heartbeat_timeout_ms``, ``connect_timeout_ms``,
+    ``tcp_keepalive_idle_s``, ``tcp_keepalive_intvl_s``,
+    ``tcp_keepalive_cnt``; each an int, 0 (the default: the environment's
+    ``SYNCREP_<NAME>``, else the library's) or -1 (off, where the option
+    allows it) or a value in the option's range (the library checks it at
+    open, naming the option).  One thread at a time may use a client.
     """
 
     def __init__(self, endpoint, task_index=0, timeout=60.0, server_public_key=None,
-                 public_key=None, secret_key=None):
+                 public_key=None, secret_key=None, **network):
         if not isinstance(task_index, int) or task_index < 0:
             raise invalid("task_index must be an int >= 0, not %r" % (task_index,))
         if timeout is None or timeout <= 0:
             raise invalid("timeout must be > 0 seconds, not %r" % (timeout,))
+        net = _network_options(network)
         self._vars = {}
         self._model = None  # [(name, _Var)] in the declared order (declare_model)
         self._c = ctypes.c_void_p()
         self._keep = [s.encode() if s is not None else None
                       for s in (endpoint, server_public_key, public_key, secret_key)]
         o = _lib.Options(self._keep[0], task_index, max(1, int(timeout * 1000)), self._keep[1],
-                         self._keep[2], self._keep[3])
+                         self._keep[2], self._keep[3], **net)
         rc = lib.sr_client_open(ctypes.byref(self._c), ctypes.byref(o))
         if rc < 0:
             self._c = None
@@ -80,16 +104,18 @@ class Client:
         self.endpoint = endpoint
 
     @classmethod
-    def from_env(cls, environ=None, timeout=60.0):
+    def from_env(cls, environ=None, timeout=60.0, **network):
         """A client for the job the environment describes (``syncrep.env``):
         ``SYNCREP_COORDINATOR`` and ``SYNCREP_TASK_INDEX``, else torchrun's
         ``RANK``, Kubeflow's ``PET_NODE_RANK`` or Slurm's ``SLURM_PROCID``;
         CURVE keys from ``SYNCREP_SERVER_PUBLIC_KEY``, ``SYNCREP_PUBLIC_KEY``,
-        ``SYNCREP_SECRET_KEY``."""
+        ``SYNCREP_SECRET_KEY``; the network options as ``Client``'s keyword
+        arguments (a 0 or absent one: ``SYNCREP_<NAME>``, read by the
+        library)."""
         p = env.place(environ)
         return cls(p.endpoint, task_index=p.task_index, timeout=timeout,
                    server_public_key=p.server_public_key, public_key=p.public_key,
-                   secret_key=p.secret_key)
+                   secret_key=p.secret_key, **network)
 
     # ---- lifetime ----------------------------------------------------------
 
@@ -226,10 +252,19 @@ class Client:
         the step's token, and write the fresh values into ``outs`` (None
         entries are skipped).  Raises as ``step()`` does (``syncrep.Done``
         when the job has ended)."""
-        g = self._model_arrays(grads, "model_step", False)
-        o = self._model_arrays(outs, "model_step", True)
-        self._check(lib.sr_client_model_step(self._handle(), self._pointers(g),
-                                             self._pointers(o)), "model_step")
+        return self._model_step_at(self._model_pointers(grads, "model_step", False),
+                                   self._model_pointers(outs, "model_step", True))
+
+    def _model_pointers(self, arrs, what, out):
+        """The C call's array of addresses of ``arrs``, checked as
+        ``model_step`` checks them (``out``: to be written)."""
+        return self._pointers(self._model_arrays(arrs, what, out))
+
+    def _model_step_at(self, grads_p, values_p):
+        """``model_step`` with address arrays from ``_model_pointers``, or
+        kept valid by the caller (syncrep.torch reuses them every round, so
+        a round of many tensors costs no per-tensor Python work)."""
+        self._check(lib.sr_client_model_step(self._handle(), grads_p, values_p), "model_step")
         return self.local_step
 
     def ready(self):

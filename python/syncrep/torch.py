@@ -9,13 +9,19 @@
         sync.step()
 
 ``SyncReplicas(model, client)`` declares every parameter by its name in
-``model.named_parameters()`` (the chief, task 0, gives its values; a
-parameter with ``requires_grad=False`` is declared not trainable), marks the
-model ready (chief) or waits for it, and loads the coordinator's values into
-the model.  ``step()`` pushes every trainable parameter's gradient (a sparse
-gradient, from ``nn.Embedding(sparse=True)``, as a sparse push; a parameter
-that got no gradient this round pushes zeros, so every step still takes R
-gradients of every variable), takes the step token and loads the new values.
+``model.named_parameters()`` as one model (``Client.declare_model``, the
+model API: the coordinator keeps the tensors in a few packs; the chief,
+task 0, gives its values; a parameter with ``requires_grad=False`` is
+frozen, one whose gradient is sparse, from ``nn.Embedding(sparse=True)``, a
+sparse tensor), marks the model ready (chief) or waits for it, and loads the
+coordinator's values into the model.  ``step()`` is one ``Client.model_step``
+per round: every dense gradient, the step token and the fresh values in one
+call (the sparse gradients as sparse pushes just before it; a parameter that
+got no gradient this round pushes zeros, so every step still takes R
+gradients of every variable).  Gradients and values pass as buffers without
+a copy where torch allows (CPU, C-contiguous: the values are written into
+the parameters' own memory); a parameter on a GPU or not contiguous goes
+through a host array, one copy each way.
 
 The optimizer runs in the coordinator (``--optimizer``, ``--learning-rate``
 ...): do not step a local ``torch.optim`` optimizer as well.  Buffers (such
@@ -38,6 +44,8 @@ latest step, or a retained ``step=``) from a store, an ``.npz`` or a
 ``.safetensors`` export into a module, for evaluation or inference.
 """
 
+import ctypes
+
 import numpy as np
 import torch
 
@@ -47,6 +55,7 @@ from .errors import invalid
 from .load import load as _load
 
 _NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+_DENSE, _FROZEN, _SPARSE = "dense", "frozen", "sparse"
 
 
 def _sparse_params(model):
@@ -58,17 +67,31 @@ def _sparse_params(model):
     return names
 
 
+def _shares(t):
+    """A numpy array over tensor ``t``'s own memory (a CPU, C-contiguous
+    float32/float64 tensor: ``.numpy()`` shares it), else None."""
+    if t.device.type != "cpu" or not t.is_contiguous() or t.dtype not in _NUMPY:
+        return None
+    a = t.detach().numpy()
+    return a if a.size == 0 or a.ctypes.data == t.data_ptr() else None
+
+
+def _host(t):
+    """Tensor ``t`` as a C-contiguous numpy array on the host: its own memory
+    where torch allows (``_shares``), else one copy."""
+    a = _shares(t)
+    return a if a is not None else t.detach().cpu().contiguous().numpy()
+
+
 class SyncReplicas:
     """Replaces ``optimizer.step()`` in a PyTorch loop with a synchronous
     step of a syncrep job (see the module's text)."""
 
     def __init__(self, model, client, chief=None, drain_on_sigterm=True):
-        if drain_on_sigterm:
-            drain.install()
         self.model = model
         self.client = client
         self.chief = client.task_index == 0 if chief is None else bool(chief)
-        self._params = []
+        self._params = []  # [(name, parameter, kind)] in the declared order
         seen = set()
         sparse = _sparse_params(model)
         for name, p in model.named_parameters():
@@ -78,62 +101,114 @@ class SyncReplicas:
             if id(p) in seen:
                 continue  # a shared (tied) parameter is declared once
             seen.add(id(p))
-            self._params.append((name, p, name in sparse))
+            kind = _FROZEN if not p.requires_grad else _SPARSE if name in sparse else _DENSE
+            self._params.append((name, p, kind))
         if not self._params:
             raise invalid("SyncReplicas: the model has no parameters")
-        for name, p, _ in self._params:
-            host = p.detach().cpu().numpy()
-            if self.chief:
-                client.declare(name, host, trainable=p.requires_grad)
-            else:
-                client.declare(name, None, trainable=p.requires_grad, dtype=host.dtype,
-                               shape=host.shape)
+        if drain_on_sigterm:
+            drain.install()
+        # One model call per round (issue 23's packs): the chief's values
+        # initialise the store; the others' give only dtype and shape.
+        client.declare_model([(name, _host(p)) for name, p, _ in self._params],
+                             frozen=[n for n, _, k in self._params if k == _FROZEN],
+                             sparse=[n for n, _, k in self._params if k == _SPARSE])
         client.ready()
-        self._host = {name: np.empty(tuple(p.shape), _NUMPY[p.dtype]) for name, p, _ in
-                      self._params}
+        self._bind_values()
         self.load()
+        # The gradients' address array, kept from round to round: a
+        # parameter's .grad is the same tensor every round (backward
+        # accumulates into it) unless it was set to None or replaced, so
+        # only those entries are made again (_grad_pointers).
+        n = len(self._params)
+        self._gp = (ctypes.c_void_p * n)()
+        self._gsrc = [None] * n  # the .grad tensor whose memory _gp[i] points at
+        self._gkeep = [None] * n  # the array _gp[i] points into (kept alive)
+
+    def _bind_values(self):
+        """Where the fresh values go: into the parameters' own memory where
+        torch allows (CPU, contiguous), elsewhere into a host array copied
+        into the parameter after each pull; and the model call's address
+        array of those."""
+        self._outs, self._staged, self._addr = [], [], []
+        for _, p, _ in self._params:
+            a = _shares(p)
+            if a is None:
+                a = np.empty(tuple(p.shape), _NUMPY[p.dtype])
+                self._staged.append((p, a))
+            self._outs.append(a)
+            self._addr.append(p.data_ptr())
+        self._vp = self.client._model_pointers(self._outs, "SyncReplicas", True)
+
+    def _values_moved(self):
+        """A parameter's memory was replaced since _bind_values (``p.data =
+        ...``, ``model.to(...)``)."""
+        return any(p.data_ptr() != a for (_, p, _), a in zip(self._params, self._addr))
+
+    def _copy_staged(self):
+        if self._staged:
+            with torch.no_grad():
+                for p, a in self._staged:
+                    p.copy_(torch.from_numpy(a))
 
     def load(self):
         """Copy the coordinator's current values into the model's parameters."""
-        names = [name for name, _, _ in self._params]
-        outs = self.client.pull_many(names, [self._host[n] for n in names])
-        with torch.no_grad():
-            for (name, p, _), host in zip(self._params, outs):
-                p.copy_(torch.from_numpy(host))
+        if self._values_moved():
+            self._bind_values()
+        self.client.model_pull(self._outs)
+        self._copy_staged()
 
-    def _push(self):
-        dense = []
-        for name, p, sparse in self._params:
-            if not p.requires_grad:
+    def _grad_pointers(self):
+        """This round's gradients as the model call's address array, in the
+        declared order (NULL: a zero gradient, or a tensor not pushed in the
+        call); sparse tensors' rows are pushed here, before the call."""
+        gp = self._gp
+        for i, (name, p, kind) in enumerate(self._params):
+            if kind == _FROZEN:
                 continue
             g = p.grad
-            if g is not None and g.is_sparse:
-                g = g.coalesce()
-                idx = g.indices()[0].to(torch.int64).cpu().contiguous().numpy()
-                rows = g.values().detach().cpu().contiguous().numpy()
-                self.client.push_sparse(name, idx, rows)
+            if kind == _SPARSE:
+                self._push_rows(name, p, g)
                 continue
-            if sparse and g is None:
-                # No row touched this round: an empty sparse push still counts.
-                rows = np.empty((0,) + tuple(p.shape[1:]), _NUMPY[p.dtype])
-                self.client.push_sparse(name, np.empty(0, np.int64), rows)
-                continue
+            if g is not None and g is self._gsrc[i] and g.data_ptr() == gp[i]:
+                continue  # the same tensor as last round, in place
+            self._gsrc[i] = None
             if g is None:
-                host = np.zeros(tuple(p.shape), _NUMPY[p.dtype])
+                a = None
             else:
-                host = g.detach().cpu().contiguous().numpy()
-            dense.append((name, host))
-        if dense:
-            self.client.push_many(dense)
+                d = g.to_dense() if g.is_sparse else g
+                a = _shares(d)
+                if a is not None and d is g:
+                    self._gsrc[i] = g
+                elif a is None:
+                    a = d.detach().cpu().contiguous().numpy()  # one copy
+            self._gkeep[i] = a
+            gp[i] = a.ctypes.data if a is not None else None
+        return gp
+
+    def _push_rows(self, name, p, g):
+        if g is None:  # no row touched this round: an empty sparse push still counts
+            idx = np.empty(0, np.int64)
+            rows = np.empty((0,) + tuple(p.shape[1:]), _NUMPY[p.dtype])
+        elif g.is_sparse:
+            g = g.coalesce()
+            idx = g.indices()[0].to(torch.int64).cpu().contiguous().numpy()
+            rows = _host(g.values())
+        else:  # a dense gradient of a sparse embedding (used elsewhere too): every row
+            idx = np.arange(p.shape[0], dtype=np.int64)
+            rows = _host(g)
+        self.client.push_sparse(name, idx, rows)
 
     def step(self):
-        """Push this round's gradients, take the token, load the new values.
-        Returns the new local step.  After a SIGTERM (``syncrep.drain``) the
-        round still completes, then ``syncrep.Drained`` (exit status 0) is
-        raised.  The one place a round's pushes, token and pull happen."""
-        self._push()
-        step = self.client.step()
-        self.load()
+        """Push this round's gradients, take the token, load the new values,
+        in one model call (``Client.model_step``; sparse gradients as sparse
+        pushes just before it).  Returns the new local step.  After a SIGTERM
+        (``syncrep.drain``) the round still completes, then
+        ``syncrep.Drained`` (exit status 0) is raised.  The one place a
+        round's pushes, token and pull happen."""
+        if self._values_moved():
+            self._bind_values()
+        step = self.client._model_step_at(self._grad_pointers(), self._vp)
+        self._copy_staged()
         if drain.requested():
             raise drain.Drained()
         return step

@@ -191,3 +191,39 @@ def test_coordinator_restart_is_transparent(coordinator):
     assert c.stats()["resyncs"] == 1
     c.close()
     assert coord.stop() == 0
+
+
+NETWORK = ("heartbeat_ivl_ms", "heartbeat_timeout_ms", "connect_timeout_ms",
+           "tcp_keepalive_idle_s", "tcp_keepalive_intvl_s", "tcp_keepalive_cnt")
+
+
+def test_network_options_as_keyword_arguments(coordinator):
+    """Issue 27's six client options as Client(...) keywords, spelled as
+    sr_client_options' fields: values in range (and -1, off, where allowed)
+    work; a value that is not an int >= -1 is refused in Python; one out of
+    its range is refused by the library naming that field, which shows each
+    keyword reaches its own field of the C struct."""
+    coord = coordinator("--replicas-to-aggregate", "1", "--learning-rate", "0.5",
+                        "--init-tokens", "0")
+    with syncrep.Client(coord.endpoint, timeout=10.0, heartbeat_ivl_ms=200,
+                        heartbeat_timeout_ms=3000, connect_timeout_ms=500,
+                        tcp_keepalive_idle_s=30, tcp_keepalive_intvl_s=5,
+                        tcp_keepalive_cnt=4) as c:
+        c.declare("w", np.array([1.0], F32))
+        c.ready()
+        c.push("w", np.array([2.0], F32))
+        assert c.step() == 1 and c.pull("w").tolist() == [0.0]
+    with syncrep.Client(coord.endpoint, timeout=10.0, heartbeat_ivl_ms=-1,
+                        connect_timeout_ms=-1, tcp_keepalive_idle_s=-1) as c:
+        assert c.global_step() == 1
+    for name in NETWORK:
+        for bad in ("1000", 1.5, True, None, -2, 2 ** 31):
+            with pytest.raises(syncrep.Error, match=name) as e:
+                syncrep.Client(coord.endpoint, timeout=10.0, **{name: bad})
+            assert e.value.code == "SR_EINVAL"
+        with pytest.raises(syncrep.Error, match=name + " 10000000 is out of range") as e:
+            syncrep.Client(coord.endpoint, timeout=10.0, **{name: 10 ** 7})
+        assert e.value.code == "SR_EINVAL"
+    with pytest.raises(TypeError, match="heartbeat_ttl_ms"):
+        syncrep.Client(coord.endpoint, timeout=10.0, heartbeat_ttl_ms=1000)
+    assert coord.stop() == 0

@@ -109,3 +109,50 @@ def test_unsupported_parameters_refused_at_construction(coordinator):
             SyncReplicas(model, c)
         assert e.value.code == "SR_EINVAL"
     assert coord.stop() == 0
+
+
+def test_one_model_call_per_round_without_copies(coordinator):
+    """step() is one model call per round: the values land in the
+    parameters' own memory (CPU, contiguous), the gradients are read where
+    they lie, a .grad replaced or set to None between rounds is seen, a
+    parameter that is not contiguous goes through a host array, and one
+    whose memory is replaced (p.data = ...) is rebound.  The values are
+    exact against SGD by hand (lr 0.5, R = 1, float32 sums of halves)."""
+    coord = coordinator("--replicas-to-aggregate", "1", "--learning-rate", "0.5",
+                        "--init-tokens", "0")
+    model = torch.nn.Module()
+    model.a = torch.nn.Parameter(torch.tensor([1.0, 2.0, 3.0]))
+    model.t = torch.nn.Parameter(torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]).t())
+    assert not model.t.is_contiguous()
+    want = {"a": model.a.detach().clone(), "t": model.t.detach().clone()}
+    with syncrep.Client(coord.endpoint, task_index=0, timeout=20.0) as c:
+        sync = SyncReplicas(model, c, drain_on_sigterm=False)
+        a_ptr = model.a.data_ptr()
+        pushes = c.stats()["pushes"]
+
+        def round_(ga, gt):
+            for name, g in (("a", ga), ("t", gt)):
+                if g is not None:
+                    want[name] -= 0.5 * g
+            sync.step()
+            for name, p in model.named_parameters():
+                torch.testing.assert_close(p.detach(), want[name], rtol=0, atol=0)
+
+        model.a.grad = torch.tensor([1.0, 1.0, 1.0])
+        model.t.grad = torch.ones(2, 3)
+        round_(model.a.grad, model.t.grad)
+        model.a.grad.mul_(2.0)  # in place: the same tensor as last round
+        round_(model.a.grad, model.t.grad)
+        model.a.grad = torch.tensor([0.5, 0.0, -0.5])  # replaced
+        model.t.grad = None  # no gradient this round: zeros
+        round_(model.a.grad, None)
+        assert model.a.data_ptr() == a_ptr  # written in place, never reallocated
+        with torch.no_grad():
+            model.a.data = torch.tensor([7.0, 7.0, 7.0])  # memory replaced
+        want["a"] = want["a"].clone()  # the coordinator's value is still the trained one
+        round_(model.a.grad, None)
+        assert c.local_step == 4
+        # One model call per round: one push per round (the one float32
+        # pack's), never one per parameter.
+        assert c.stats()["pushes"] - pushes == 4
+    assert coord.stop() == 0

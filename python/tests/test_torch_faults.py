@@ -17,8 +17,10 @@ import pytest
 pytest.importorskip("torch")
 
 import syncrep  # noqa: E402
+from syncrep.torch import SyncReplicas  # noqa: E402
 
 from conftest import wait_until  # noqa: E402
+from torch_worker import make_model  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARGS = ("--replicas-to-aggregate", "2", "--learning-rate", "0.05", "--optimizer", "momentum",
@@ -66,18 +68,28 @@ def run(coordinator, faults):
         ws[1] = Worker(coord, 1, 2, 2, 0.03).start()
     rcs = [w.wait() for w in ws]
     assert rcs == [0, 0], [w.text() for w in ws]
+    # The final parameters by name, as a new worker of the job loads them.
+    model = make_model()
+    with syncrep.Client(coord.endpoint, task_index=0, timeout=20.0) as c:
+        SyncReplicas(model, c, drain_on_sigterm=False)
+    params = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
     assert coord.stop() == 0
-    return syncrep.load(coord.store), coord
+    return params, syncrep.load(coord.store), coord
 
 
 def test_faults_leave_parameters_bit_identical(coordinator):
-    clean, _ = run(coordinator, False)
-    faulty, coord = run(coordinator, True)
+    clean, clean_store, _ = run(coordinator, False)
+    faulty, faulty_store, coord = run(coordinator, True)
     assert "incarnation=2" in coord.log_text()
-    assert sorted(clean) == sorted(faulty)
+    assert sorted(clean) == sorted(faulty) == ["0.bias", "0.weight", "2.bias", "2.weight"]
     for name in clean:
         assert clean[name].tobytes() == faulty[name].tobytes(), name
-    assert int(np.asarray(clean["0.weight"]).size) == 40
+    assert clean["0.weight"].size == 40
+    assert not np.array_equal(clean["0.weight"], make_model()[0].weight.detach().numpy())
+    # Everything the store holds (the momentum slots too), bit for bit.
+    assert sorted(clean_store) == sorted(faulty_store)
+    for name in clean_store:
+        assert clean_store[name].tobytes() == faulty_store[name].tobytes(), name
 
 
 def test_sigterm_drains_and_exits_zero(coordinator):

@@ -19,7 +19,7 @@
 #include "syncrep/syncrep.h"
 #include "wire/wire.h"
 
-#define MSG_CAP 4096
+#define MSG_CAP 8192 /* a CURSOR of SR_WIRE_CURSOR_MAX + 1 bytes fits */
 
 typedef struct {
     uint8_t buf[MSG_CAP];
@@ -1018,6 +1018,65 @@ emit_malformed(void)
     emit_poke("bad-declare-part-other-name", req_declare_part, 2, 2, 'x');
 }
 
+/* CURSOR (issue 24): a request gives the worker's data cursor (opaque
+ * bytes, at most SR_WIRE_CURSOR_MAX) or, with no body, asks for the one to
+ * resume from; the reply carries it, or nothing.  Made here rather than in
+ * seeds[]: one extra byte in a cursor is still a cursor, which the trailing
+ * variant expects to be refused. */
+static void
+cursor_msg(msg *m, int reply, const void *cur, size_t len, int nframes)
+{
+    sr_wire_header h = hdr(reply ? SR_MSG_CURSOR | SR_WIRE_REPLY : SR_MSG_CURSOR, 0);
+    start(m, &h);
+    for (int i = 0; i < nframes; i++) {
+        add_frame(m, cur, len);
+    }
+}
+
+static void
+emit_cursor(void)
+{
+    static const char cur[] = "{\"epoch\":2,\"pos\":48,\"seed\":5,\"n\":96,\"tasks\":2}";
+    static uint8_t    big[SR_WIRE_CURSOR_MAX + 1];
+    static const struct {
+        const char *name;
+        int         reply;
+        size_t      len; /* of big; 0: cur */
+        int         nframes;
+    } cases[] = {
+        {"valid-req-cursor-set", 0, 0, 1},
+        {"valid-req-cursor-ask", 0, 0, 0},
+        {"valid-req-cursor-set-empty", 0, 1, 1}, /* len 1 - 1: an empty cursor */
+        {"valid-req-cursor-set-max", 0, SR_WIRE_CURSOR_MAX + 1, 1},
+        {"valid-rep-cursor", 1, 0, 1},
+        {"valid-rep-cursor-none", 1, 0, 0},
+        {"bad-req-cursor-over-max", 0, SR_WIRE_CURSOR_MAX + 2, 1},
+        {"bad-req-cursor-two-frames", 0, 0, 2},
+        {"bad-rep-cursor-over-max", 1, SR_WIRE_CURSOR_MAX + 2, 1},
+        {"bad-rep-cursor-two-frames", 1, 0, 2},
+    };
+    msg m;
+
+    for (size_t i = 0; i < sizeof(big); i++) {
+        big[i] = (uint8_t)(i * 7u); /* opaque: any byte, NUL included */
+    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (cases[i].len > 0) {
+            cursor_msg(&m, cases[i].reply, big, cases[i].len - 1, cases[i].nframes);
+        } else {
+            cursor_msg(&m, cases[i].reply, cur, sizeof(cur) - 1, cases[i].nframes);
+        }
+        emit(cases[i].name, &m);
+        if (i < 2 || i == 4) { /* the usual variants of the three common ones */
+            const char *base = cases[i].name + strlen("valid-");
+            emit_file_truncations(base, &m);
+            emit_frame_truncation(base, &m, 0);
+            emit_garbled(base, &m, (uint32_t)(301 + 2 * i));
+            emit_garbled(base, &m, (uint32_t)(302 + 2 * i));
+        }
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1042,6 +1101,7 @@ main(int argc, char **argv)
     }
     emit_malformed();
     emit_names();
+    emit_cursor();
     printf("gen_corpus: wrote %d files to %s\n", written, outdir);
     return failed;
 }

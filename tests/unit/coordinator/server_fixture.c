@@ -81,6 +81,23 @@ fixture_open(fixture *t)
     assert_sr_ok(sr__coord_start(&t->c));
 }
 
+void
+fixture_drain(fixture *t)
+{
+    reply r;
+    sr__coord_flush_held_batch(&t->c, 1);
+    while (next_reply(&t->io, &r)) {
+    }
+}
+
+void
+fixture_close(fixture *t)
+{
+    fixture_drain(t);
+    sr__coord_free(&t->c);
+    memset(&t->c, 0, sizeof(t->c));
+}
+
 fixture *
 fixture_new(int R, int N)
 {

@@ -58,8 +58,12 @@ typedef struct {
  * temp dir (options may be changed before fixture_open); NULL when the
  * temp dir cannot be made. */
 fixture *fixture_new(int R, int N);
-/* Start the coordinator on the options. */
+/* Start the coordinator on the options (again after fixture_close: a restart). */
 void fixture_open(fixture *t);
+/* Stop it as a kill -9 would: the replies read, nothing more committed. */
+void fixture_close(fixture *t);
+/* Read every reply (the held answers flushed first). */
+void fixture_drain(fixture *t);
 /* A cmocka teardown: the coordinator, the frames and the temp dir go. */
 int fixture_teardown(void **state);
 
