@@ -21,10 +21,16 @@
  * are written last (sr__store_write_bytes says why).  With dense updates
  * every step the steady state is K versions per chunk, all recycled.
  *
+ * With sparse history (keep_every_steps E) the first checkpoint of each
+ * window of E steps older than the newest K stays too; the pruning then
+ * asks of each version in the affected range whether a checkpoint lies in
+ * [its step, the next version's step) (prune_sparse).
+ *
  * Invariant (relied on by the version pruning): either there is no
  * checkpoint, or the newest checkpoint is the global step, and every
- * version with step >= the oldest checkpoint is at a checkpoint's step.
- * See docs/store.md.
+ * version with step >= the oldest of the newest K checkpoints is at a
+ * checkpoint's step; after every commit each version is needed by some
+ * retained step.  See docs/store.md.
  */
 #include <stdlib.h>
 #include <string.h>
