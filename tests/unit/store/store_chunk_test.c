@@ -48,18 +48,6 @@ assert_reads_step(sr_store *st, int64_t id, int64_t at, int64_t want_step)
 }
 
 static void
-assert_verify_clean(sr_store *st)
-{
-    char  *rep = NULL;
-    sr_err rc = sr_store_verify(st, &rep);
-    if (rc != SR_OK) {
-        print_error("verify report:\n%s", rep ? rep : "(none)");
-    }
-    assert_sr_ok(rc);
-    free(rep);
-}
-
-static void
 test_chunk_dirty_commit_writes_only_dirty_chunks_old_step_keeps_old(void **state)
 {
     store_fixture *f = *state;

@@ -119,18 +119,6 @@ assert_checkpoints(sr_store *st, const int64_t *want, size_t n)
 }
 
 static void
-assert_verify_clean(sr_store *st)
-{
-    char  *rep = NULL;
-    sr_err rc = sr_store_verify(st, &rep);
-    if (rc != SR_OK) {
-        print_error("verify report:\n%s", rep ? rep : "(none)");
-    }
-    assert_sr_ok(rc);
-    free(rep);
-}
-
-static void
 test_keep_every_retains_window_starts_and_prunes_the_rest(void **state)
 {
     store_fixture *f = *state;

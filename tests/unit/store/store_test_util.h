@@ -146,6 +146,19 @@ file_exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
+/* sr_store_verify finds nothing (the report is printed when it does). */
+static inline void
+assert_verify_clean(sr_store *st)
+{
+    char  *rep = NULL;
+    sr_err rc = sr_store_verify(st, &rep);
+    if (rc != SR_OK) {
+        print_error("verify report:\n%s", rep ? rep : "(none)");
+    }
+    assert_sr_ok(rc);
+    free(rep);
+}
+
 /* One integer from a query on the file, through SQLite directly. */
 static inline int64_t
 sql_i64(const char *path, const char *sql)
