@@ -18,14 +18,7 @@ sql_exec(const char *path, const char *sql)
 static int64_t
 declare_w(sr_store *st)
 {
-    const int64_t shape[1] = {N};
-    float         v[N];
-    int64_t       id;
-
-    fill_pattern(v, SR_FLOAT32, N, 1, 0);
-    assert_sr_ok(sr_store_declare(st, "w", SR_FLOAT32, 1, shape, 1, v, sizeof(v), &id, NULL));
-    assert_sr_ok(sr_store_set_ready(st));
-    return id;
+    return declare_ready_f32(st, "w", N);
 }
 
 static void
