@@ -47,7 +47,7 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_CKPT_BELOW] = "SELECT step FROM checkpoint WHERE step < ?1 ORDER BY step",
     [STMT_CKPT_DROP] = "DELETE FROM checkpoint WHERE step = ?1",
     [STMT_CHUNK_VERSIONS] = "SELECT step, data_id FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
-                            " ORDER BY step",
+                            " AND step > ?3 ORDER BY step",
     [STMT_CHUNK_RESTEP] = "UPDATE chunk SET step = ?1, sum = ?5 WHERE tensor_id = ?2"
                           " AND idx = ?3 AND step = ?4",
     [STMT_CHUNK_INSERT] = "INSERT INTO chunk(tensor_id, idx, step, data_id, sum)"

@@ -128,8 +128,8 @@ queue_write(sr_store *st, int64_t data_id, const uint8_t *src, size_t size)
 }
 
 static sr_err
-write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, const int64_t *keep,
-            size_t nkeep, const uint8_t *src, size_t size)
+write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, int64_t floor,
+            const int64_t *keep, size_t nkeep, const uint8_t *src, size_t size)
 {
     sqlite3_stmt *s;
     sr_err        rc;
@@ -149,6 +149,7 @@ write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, const int64
     }
     sqlite3_bind_int64(s, 1, tensor_id);
     sqlite3_bind_int64(s, 2, idx);
+    sqlite3_bind_int64(s, 3, floor);
     while ((r = sqlite3_step(s)) == SQLITE_ROW) {
         if ((rc = scratch_reserve(st, n + 1)) != SR_OK) {
             sqlite3_reset(s);
@@ -310,7 +311,8 @@ sr__store_write_bytes(sr_store *st)
 
 sr_err
 sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id, const void *data,
-                       const uint8_t *dirty, int64_t g, const int64_t *keep, size_t nkeep)
+                       const uint8_t *dirty, int64_t g, int64_t floor, const int64_t *keep,
+                       size_t nkeep)
 {
     const uint8_t *src = data;
     uint64_t       cb = v->v.chunk_bytes;
@@ -322,7 +324,7 @@ sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id, cons
         }
         uint64_t off = i * cb;
         uint64_t size = v->v.nbytes - off < cb ? v->v.nbytes - off : cb;
-        rc = write_chunk(st, tensor_id, (int64_t)i, g, keep, nkeep, src ? src + off : NULL,
+        rc = write_chunk(st, tensor_id, (int64_t)i, g, floor, keep, nkeep, src ? src + off : NULL,
                          (size_t)size);
         if (rc != SR_OK) {
             return rc;
@@ -688,7 +690,7 @@ declare_tx(sr_store *st, const char *name, int dtype, int ndim, const int64_t *s
         return rc;
     }
     st->npend = 0;
-    if ((rc = sr__store_write_tensor(st, &v, tensor_id, data, NULL, g, NULL, 0)) != SR_OK ||
+    if ((rc = sr__store_write_tensor(st, &v, tensor_id, data, NULL, g, -1, NULL, 0)) != SR_OK ||
         (rc = sr__store_write_bytes(st)) != SR_OK) {
         return rc;
     }
@@ -964,7 +966,11 @@ commit_tx(sr_store *st, const sr_store_commit *c, int *new_tensors)
             *new_tensors = 1;
             dirty = NULL;
         }
-        rc = sr__store_write_tensor(st, v, tid, t->data, dirty, g, st->keep, nkeep);
+        /* The sparse history (keep[0..nsparse)) lies at or before its newest
+         * step: those versions stay and are not read (sr__store_write_tensor). */
+        rc = sr__store_write_tensor(st, v, tid, t->data, dirty, g,
+                                    nsparse > 0 ? st->keep[nsparse - 1] : -1, st->keep + nsparse,
+                                    nkeep - nsparse);
     }
     if (rc != SR_OK || (rc = sr__store_meta_set_i64(st, "global_step", g)) != SR_OK ||
         (rc = commit_rows(st, c)) != SR_OK ||

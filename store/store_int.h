@@ -72,7 +72,7 @@ typedef enum {
     STMT_CKPT_SPARSE,      /* the first checkpoint < ?1 of each window of ?2 steps, ascending */
     STMT_CKPT_BELOW,       /* checkpoint steps < ?1, ascending */
     STMT_CKPT_DROP,        /* drop checkpoint ?1 */
-    STMT_CHUNK_VERSIONS,   /* ?1 tensor, ?2 idx -> (step, data_id) ascending */
+    STMT_CHUNK_VERSIONS,   /* ?1 tensor, ?2 idx, after step ?3 -> (step, data_id) ascending */
     STMT_CHUNK_RESTEP,     /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step, ?5 sum */
     STMT_CHUNK_INSERT,     /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id, ?5 sum */
     STMT_CHUNK_SUM,        /* rewrite in place: ?1 tensor, ?2 idx, ?3 step, ?4 sum */
@@ -239,11 +239,15 @@ sr_err sr__store_setup(sr_store *st, int empty);
 /* Choose or create the chunk versions of one tensor of a commit or
  * declaration at step g and queue their bytes (written by
  * sr__store_write_bytes, which the transaction must call after its other
- * row work).  keep[0..nkeep) are the retained steps other than g after the
- * transaction (ascending); versions they need are never recycled.  dirty
- * NULL = every chunk. */
+ * row work).  keep[0..nkeep) are the retained steps after `floor` other
+ * than g after the transaction (ascending); versions they need are never
+ * recycled.  The versions at or before `floor` (the newest sparse-history
+ * step, -1 if none) are all needed by a retained step and are not even read,
+ * so a commit's bookkeeping does not grow with the history.  dirty NULL =
+ * every chunk. */
 sr_err sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id, const void *data,
-                              const uint8_t *dirty, int64_t g, const int64_t *keep, size_t nkeep);
+                              const uint8_t *dirty, int64_t g, int64_t floor, const int64_t *keep,
+                              size_t nkeep);
 /* The sparse-history rule in force (issue 22): the handle's
  * keep_every_steps when it sets one, else the one the store recorded (meta
  * 'keep_every_steps', 0 when absent).  In a transaction. */
