@@ -60,6 +60,10 @@ static const char usage_text[] =
     "  --ema-decay D                 keep exponential moving averages of the variables\n"
     "  --checkpoint-every-steps N    default 1 (every step durable); 0 = only on shutdown\n"
     "  --keep-checkpoints K          retained restorable steps (default 3)\n"
+    "  --keep-every-steps E          also keep the first committed step of every E\n"
+    "                                steps (sparse history to roll back to after a\n"
+    "                                divergence); 0 = none.  Recorded in the store: a\n"
+    "                                restart without it keeps the recorded E\n"
     "  --store-page-kib P            SQLite page size of a NEW store: 1..64, a power of two\n"
     "                                (64; 4 commits a model up to ~512 KiB faster,\n"
     "                                docs/store.md)\n"
@@ -252,6 +256,9 @@ sr__cli_coordinator(int argc, char **argv)
         } else if (strcmp(a, "--keep-checkpoints") == 0) {
             bad = sr_args_parse_i64(val, 1, 1 << 20, &v);
             o.keep_checkpoints = (int)v;
+        } else if (strcmp(a, "--keep-every-steps") == 0) {
+            bad = sr_args_parse_i64(val, 0, INT64_MAX, &v);
+            o.keep_every_steps = v;
         } else if (strcmp(a, "--resume-from-step") == 0) {
             bad = sr_args_parse_i64(val, 0, INT64_MAX, &v);
             o.resume_from_step = v;

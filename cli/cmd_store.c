@@ -69,11 +69,15 @@ static const char inspect_usage[] =
     "usage: syncrep store inspect PATH [--json]\n"
     "\n"
     "Prints the global step, incarnation, model-ready flag, variables (name, dtype,\n"
-    "shape, bytes, trainable, optimizer slots), workers (task index, local step, last\n"
-    "seen, incarnation), retained checkpoints, recorded rewinds and incarnations.\n"
+    "shape, bytes, trainable, optimizer slots), the tensors of a model declared as a\n"
+    "whole (name, dtype, shape, bytes, trainable, the pack variable and byte offset\n"
+    "that hold them), workers (task index, local step, last seen, incarnation),\n"
+    "retained checkpoints (with --keep-every-steps, the sparse history among them),\n"
+    "recorded rewinds and incarnations.\n"
     "--json prints one object with the keys global_step, incarnation, model_ready,\n"
-    "schema_version, variables, workers, checkpoints, rewinds, incarnations, config,\n"
-    "rollbacks (accepted ones) and mark (state, step, behind).\n";
+    "keep_every_steps, schema_version, variables, members (name, dtype, shape, bytes,\n"
+    "trainable, pack, offset, pos, created_step), workers, checkpoints, rewinds,\n"
+    "incarnations, config, rollbacks (accepted ones) and mark (state, step, behind).\n";
 
 static const char verify_usage[] =
     "usage: syncrep store verify PATH\n"
@@ -96,7 +100,9 @@ static const char export_usage[] =
     "--format npz | safetensors: writes the tensors of the latest step, or of the\n"
     "retained step S, in a file numpy.load or safetensors/PyTorch read directly:\n"
     "each variable under its name, each optimizer slot and EMA shadow as VAR/slot\n"
-    "(layer/w/momentum).  Every chunk's checksum is verified on the way.  npz is a\n"
+    "(layer/w/momentum); a model declared as a whole as its own tensors, each\n"
+    "under its name with its dtype and shape (never the packs that hold them).  Every chunk's "
+    "checksum is verified on the way.  npz is a\n"
     "zip of stored .npy files (no zip64: refused over 4 GiB); safetensors records\n"
     "the step in __metadata__.global_step.\n"
     "\n"
@@ -172,6 +178,8 @@ typedef struct {
     sr_store_rollback_rec *rollbacks;
     size_t                 nrollbacks;
     sr_store_rollback      mark;
+    sr_store_member       *members; /* issue 23: a model's tensors, in declared order */
+    size_t                 nmembers;
 } inspection;
 
 static void
@@ -190,6 +198,7 @@ inspection_free(inspection *in)
     free(in->rewinds);
     free(in->incs);
     free(in->rollbacks);
+    free(in->members);
 }
 
 static sr_err
@@ -205,7 +214,8 @@ inspect_read(sr_store *st, inspection *in)
         (rc = sr_store_list_rewinds(st, &in->rewinds, &in->nrewinds)) != SR_OK ||
         (rc = sr_store_list_incarnations(st, &in->incs, &in->nincs)) != SR_OK ||
         (rc = sr_store_list_rollbacks(st, &in->rollbacks, &in->nrollbacks)) != SR_OK ||
-        (rc = sr_store_get_rollback(st, &in->mark)) != SR_OK) {
+        (rc = sr_store_get_rollback(st, &in->mark)) != SR_OK ||
+        (rc = sr_store_list_members(st, &in->members, &in->nmembers)) != SR_OK) {
         return rc;
     }
     in->slots = calloc(in->nvars + 1, sizeof(*in->slots));
@@ -236,9 +246,9 @@ print_json(const char *path, const inspection *in)
     sr_strbuf_json_str(&b, path);
     sr_strbuf_printf(&b,
                      ",\"schema_version\":%d,\"global_step\":%" PRId64 ",\"incarnation\":%" PRIu64
-                     ",\"model_ready\":%s,\"config\":",
+                     ",\"model_ready\":%s,\"keep_every_steps\":%" PRId64 ",\"config\":",
                      in->info.schema_version, in->info.global_step, in->info.incarnation,
-                     in->info.model_ready ? "true" : "false");
+                     in->info.model_ready ? "true" : "false", in->info.keep_every_steps);
     sr_strbuf_json_str(&b, in->config);
     sr_strbuf_printf(&b, ",\"variables\":[");
     for (size_t i = 0; i < in->nvars; i++) {
@@ -259,6 +269,21 @@ print_json(const char *path, const inspection *in)
             sr_strbuf_json_str(&b, in->slots[i][k]);
         }
         sr_strbuf_printf(&b, "]}");
+    }
+    sr_strbuf_printf(&b, "],\"members\":[");
+    for (size_t i = 0; i < in->nmembers; i++) {
+        const sr_store_member *m = &in->members[i];
+        sr_strbuf_printf(&b, "%s{\"name\":", i ? "," : "");
+        sr_strbuf_json_str(&b, m->name);
+        sr_strbuf_printf(&b, ",\"dtype\":\"%s\",\"shape\":[", sr_dtype_name(m->dtype));
+        for (int d = 0; d < m->ndim; d++) {
+            sr_strbuf_printf(&b, "%s%" PRId64, d ? "," : "", m->shape[d]);
+        }
+        sr_strbuf_printf(&b, "],\"bytes\":%" PRIu64 ",\"trainable\":%s,\"pack\":", m->nbytes,
+                         m->trainable ? "true" : "false");
+        sr_strbuf_json_str(&b, m->pack);
+        sr_strbuf_printf(&b, ",\"offset\":%" PRIu64 ",\"pos\":%d,\"created_step\":%" PRId64 "}",
+                         m->offset, (int)m->pos, m->created_step);
     }
     sr_strbuf_printf(&b, "],\"workers\":[");
     for (size_t i = 0; i < in->nworkers; i++) {
@@ -349,6 +374,20 @@ print_human(const char *path, const inspection *in)
         }
         printf("%s\n", in->nslots[i] ? "" : "-");
     }
+    if (in->nmembers > 0) {
+        /* A model declared as a whole: its tensors live in the packs above. */
+        printf("\nmodel tensors (%zu, stored in the %s variables)\n", in->nmembers,
+               SR_STORE_PACK_PREFIX "*");
+        printf("  %-5s %-32s %-8s %-16s %14s %-9s %8s  %s\n", "pos", "name", "dtype", "shape",
+               "bytes", "trainable", "added_at", "pack@offset");
+    }
+    for (size_t i = 0; i < in->nmembers; i++) {
+        const sr_store_member *m = &in->members[i];
+        sr_shape_format(m->ndim, m->shape, shape, sizeof(shape));
+        printf("  %-5d %-32s %-8s %-16s %14" PRIu64 " %-9s %8" PRId64 "  %s@%" PRIu64 "\n",
+               (int)m->pos, SR_ESC(m->name), sr_dtype_name(m->dtype), shape, m->nbytes,
+               m->trainable ? "yes" : "no", m->created_step, SR_ESC(m->pack), m->offset);
+    }
     printf("\nworkers (%zu)\n", in->nworkers);
     if (in->nworkers > 0) {
         printf("  %-6s %-12s %-26s %s\n", "task", "local_step", "last_seen", "incarnation");
@@ -362,6 +401,11 @@ print_human(const char *path, const inspection *in)
     printf("\ncheckpoints (%zu):", in->nckpts);
     for (size_t i = 0; i < in->nckpts; i++) {
         printf(" %" PRId64, in->ckpts[i]);
+    }
+    if (in->info.keep_every_steps > 0) {
+        printf("\n  (the newest ones, and the first committed step of every %" PRId64
+               " steps: --keep-every-steps)",
+               in->info.keep_every_steps);
     }
     printf("\n\nrewinds (%zu)\n", in->nrewinds);
     for (size_t i = 0; i < in->nrewinds; i++) {
@@ -536,41 +580,30 @@ weights_free(weights *ws)
     free(ws->w);
 }
 
-/* Read variable v's tensor `slot` ("" = its value) at `step` into ws; a
- * tensor that did not exist at that step (SR_ENOENT) is left out. */
+/* Append the tensor NAME[/slot] (its bytes `data`, malloc'd, which ws then
+ * owns; freed here on failure). */
 static sr_err
-weights_add(sr_store *st, const sr_store_var *v, const char *slot, int64_t step, weights *ws)
+weights_push(weights *ws, const char *name, const char *slot, int dtype, int ndim,
+             const int64_t *shape, uint64_t nbytes, void *data)
 {
     sr_strbuf   b;
-    const char *name;
+    const char *full;
     weight      w;
-    sr_err      rc;
 
     memset(&w, 0, sizeof(w));
-    if (v->nbytes > SIZE_MAX || (w.data = malloc(v->nbytes ? (size_t)v->nbytes : 1)) == NULL) {
-        return sr_fail(SR_ENOMEM, "export: %" PRIu64 " bytes for '%s'", v->nbytes, v->name);
-    }
-    rc = sr_store_read_tensor(st, v->id, slot, step, w.data, (size_t)v->nbytes);
-    if (rc == SR_ENOENT) {
-        free(w.data);
-        return SR_OK;
-    }
-    if (rc != SR_OK) {
-        free(w.data);
-        return rc;
-    }
     sr_strbuf_init(&b);
-    sr_strbuf_printf(&b, "%s%s%s", v->name, slot[0] ? "/" : "", slot);
-    if (sr_strbuf_result(&b, &name) != SR_OK || (w.name = strdup(name)) == NULL) {
+    sr_strbuf_printf(&b, "%s%s%s", name, slot[0] ? "/" : "", slot);
+    if (sr_strbuf_result(&b, &full) != SR_OK || (w.name = strdup(full)) == NULL) {
         sr_strbuf_free(&b);
-        free(w.data);
-        return sr_fail(SR_ENOMEM, "export: name of '%s'", v->name);
+        free(data);
+        return sr_fail(SR_ENOMEM, "export: name of '%s'", name);
     }
     sr_strbuf_free(&b);
-    w.dtype = v->dtype;
-    w.ndim = v->ndim;
-    memcpy(w.shape, v->shape, sizeof(w.shape));
-    w.nbytes = v->nbytes;
+    w.dtype = dtype;
+    w.ndim = ndim;
+    memcpy(w.shape, shape, sizeof(w.shape));
+    w.nbytes = nbytes;
+    w.data = data;
     if (ws->n == ws->cap) {
         size_t  cap = ws->cap ? ws->cap * 2 : 16;
         weight *p = realloc(ws->w, cap * sizeof(*p));
@@ -584,6 +617,70 @@ weights_add(sr_store *st, const sr_store_var *v, const char *slot, int64_t step,
     }
     ws->w[ws->n++] = w;
     return SR_OK;
+}
+
+/* Variable v's tensor `slot` ("" = its value) at `step`, malloc'd into
+ * *out; SR_ENOENT when it did not exist at that step. */
+static sr_err
+read_whole(sr_store *st, const sr_store_var *v, const char *slot, int64_t step, void **out)
+{
+    void  *data;
+    sr_err rc;
+
+    if (v->nbytes > SIZE_MAX || (data = malloc(v->nbytes ? (size_t)v->nbytes : 1)) == NULL) {
+        return sr_fail(SR_ENOMEM, "export: %" PRIu64 " bytes for '%s'", v->nbytes, v->name);
+    }
+    if ((rc = sr_store_read_tensor(st, v->id, slot, step, data, (size_t)v->nbytes)) != SR_OK) {
+        free(data);
+        return rc;
+    }
+    *out = data;
+    return SR_OK;
+}
+
+/* Read variable v's tensor `slot` at `step` into ws.  A pack's tensor is
+ * written as its members instead (those declared by `at_step`, the step
+ * exported), each the slice [offset, offset + nbytes) under its own name,
+ * dtype and shape.  A tensor that did not exist at that step is left out. */
+static sr_err
+weights_add(sr_store *st, const sr_store_var *v, const char *slot, int64_t step, int64_t at_step,
+            const sr_store_member *m, size_t nm, weights *ws)
+{
+    void  *data = NULL;
+    sr_err rc = read_whole(st, v, slot, step, &data);
+
+    if (rc == SR_ENOENT) {
+        return SR_OK;
+    }
+    if (rc != SR_OK) {
+        return rc;
+    }
+    if (!sr_store_is_pack_name(v->name)) {
+        return weights_push(ws, v->name, slot, v->dtype, v->ndim, v->shape, v->nbytes, data);
+    }
+    for (size_t i = 0; i < nm && rc == SR_OK; i++) {
+        if (strcmp(m[i].pack, v->name) != 0 || m[i].created_step > at_step) {
+            continue;
+        }
+        if (m[i].offset > v->nbytes || m[i].nbytes > v->nbytes - m[i].offset) {
+            rc = sr_fail(
+                SR_ECORRUPT,
+                "export: tensor '%s' is bytes %" PRIu64 "..%" PRIu64 " of '%s', which has %" PRIu64,
+                SR_ESC(m[i].name), m[i].offset, m[i].offset + m[i].nbytes, v->name, v->nbytes);
+            break;
+        }
+        void *part = malloc(m[i].nbytes ? (size_t)m[i].nbytes : 1);
+        if (part == NULL) {
+            rc = sr_fail(SR_ENOMEM, "export: %" PRIu64 " bytes for '%s'", m[i].nbytes,
+                         SR_ESC(m[i].name));
+            break;
+        }
+        memcpy(part, (const uint8_t *)data + m[i].offset, (size_t)m[i].nbytes);
+        rc =
+            weights_push(ws, m[i].name, slot, m[i].dtype, m[i].ndim, m[i].shape, m[i].nbytes, part);
+    }
+    free(data);
+    return rc;
 }
 
 /* The retained step `step` (-1: the latest) must be restorable. */
@@ -631,14 +728,19 @@ weights_resolve_step(sr_store *st, int64_t step, int64_t *out, int *current)
 static sr_err
 weights_read(sr_store *st, int64_t step, weights *ws)
 {
-    sr_store_var *vars = NULL;
-    size_t        nvars = 0;
-    sr_err        rc;
+    sr_store_var    *vars = NULL;
+    sr_store_member *mem = NULL;
+    size_t           nvars = 0, nmem = 0;
+    sr_err           rc;
 
     int current = 0;
 
     if ((rc = weights_resolve_step(st, step, &ws->step, &current)) != SR_OK ||
-        (rc = sr_store_list_vars(st, &vars, &nvars)) != SR_OK) {
+        (rc = sr_store_list_members(st, &mem, &nmem)) != SR_OK) {
+        return rc;
+    }
+    if ((rc = sr_store_list_vars(st, &vars, &nvars)) != SR_OK) {
+        free(mem);
         return rc;
     }
     /* The current step is the committed state itself (-1), which exists even
@@ -647,20 +749,23 @@ weights_read(sr_store *st, int64_t step, weights *ws)
     for (size_t i = 0; i < nvars && rc == SR_OK; i++) {
         char **slots = NULL;
         size_t nslots = 0;
-        if ((rc = weights_add(st, &vars[i], "", at, ws)) != SR_OK ||
+        if ((rc = weights_add(st, &vars[i], "", at, ws->step, mem, nmem, ws)) != SR_OK ||
             (rc = sr_store_list_slots(st, vars[i].id, &slots, &nslots)) != SR_OK) {
             break;
         }
         for (size_t k = 0; k < nslots && rc == SR_OK; k++) {
-            rc = weights_add(st, &vars[i], slots[k], at, ws);
+            rc = weights_add(st, &vars[i], slots[k], at, ws->step, mem, nmem, ws);
         }
         sr_store_free_names(slots, nslots);
     }
     free(vars);
+    free(mem);
     for (size_t i = 0; i < ws->n && rc == SR_OK; i++) {
         for (size_t j = i + 1; j < ws->n; j++) {
             if (strcmp(ws->w[i].name, ws->w[j].name) == 0) {
-                rc = sr_fail(SR_EEXIST, "two tensors would be named '%s' (a variable and a slot)",
+                rc = sr_fail(SR_EEXIST,
+                             "two tensors would be named '%s' (a variable or model tensor and "
+                             "a slot)",
                              SR_ESC(ws->w[i].name));
                 break;
             }

@@ -23,9 +23,13 @@ typedef struct {
     sr_optim    optim;
     int         checkpoint_every;      /* commit every k steps; 0 = only at shutdown */
     int         keep_checkpoints;      /* retained restorable steps */
-    int         store_page_size;       /* a new store's SQLite page size; 0 = the store's */
-    int64_t     wal_limit_bytes;       /* the store's wal_checkpoint_bytes; 0 = its default */
-    int         wal_checkpoint;        /* who copies a full WAL into the store file:
+    int64_t     keep_every_steps;      /* issue 22: also keep the first committed step of
+                                          every K steps (sparse history, sr_store_opts);
+                                          0 = none; -1 (default) = the rule the store
+                                          recorded, so a restart need not repeat it */
+    int     store_page_size;           /* a new store's SQLite page size; 0 = the store's */
+    int64_t wal_limit_bytes;           /* the store's wal_checkpoint_bytes; 0 = its default */
+    int     wal_checkpoint;            /* who copies a full WAL into the store file:
                                           SR_WAL_CKPT_AUTO (the store's thread with --commit
                                           sync, the writer itself with async), _THREAD, _INLINE */
     int64_t resume_from_step;          /* -1 = latest; else rewind to this retained step */

@@ -287,6 +287,10 @@ sr__coord_store_opts(const sr_coord_opts *o, sr_store_opts *so)
     memset(so, 0, sizeof(*so));
     so->sync = o->sync_normal ? SR_STORE_SYNC_NORMAL : SR_STORE_SYNC_FULL;
     so->keep_checkpoints = o->keep_checkpoints;
+    /* -1: the store's recorded rule (0 there); 0: none (recorded so). */
+    so->keep_every_steps = o->keep_every_steps < 0    ? (o->keep_every_steps == -1 ? 0 : -2)
+                           : o->keep_every_steps == 0 ? SR_STORE_KEEP_EVERY_OFF
+                                                      : o->keep_every_steps;
     so->page_size = o->store_page_size;
     so->checkpoint_inline = o->wal_checkpoint == SR_WAL_CKPT_INLINE;
     so->wal_checkpoint_bytes = o->wal_limit_bytes;

@@ -479,6 +479,10 @@ sr__coord_open_store(coord *c)
     sr_err               rc;
     const sr_coord_opts *o = c->o;
 
+    if (o->keep_every_steps < -1) {
+        return sr_fail(SR_EINVAL, "--keep-every-steps %lld: must be 0 (none) or more",
+                       (long long)o->keep_every_steps);
+    }
     sr__coord_store_opts(o, &so);
     so.create = 1;
     /* A store behind its mark is refused here, before anything is written,
@@ -617,10 +621,11 @@ sr__coord_start(coord *c)
     }
     SR_LOG(SR_LOG_NOTICE, "COORD-START",
            "store=%s incarnation=%" PRIu64 " restored_step=%" PRId64 " variables=%zu ready=%d "
-           "R=%d N=%d optimizer=%s lr_schedule=%s lr=%.9g",
+           "R=%d N=%d optimizer=%s lr_schedule=%s lr=%.9g keep_checkpoints=%d "
+           "keep_every_steps=%" PRId64,
            o->store_path, c->incarnation, c->global_step, c->nvars, info.model_ready, o->R, o->N,
            sr__optim_name(o->optim.kind), sr__lr_name(o->optim.lr_schedule),
-           sr__optim_lr_at(&o->optim, c->global_step));
+           sr__optim_lr_at(&o->optim, c->global_step), o->keep_checkpoints, info.keep_every_steps);
     sr__coord_wait_model(c);
     if (info.model_ready) {
         sr__coord_serve(c);
@@ -776,6 +781,7 @@ sr_coord_opts_default(sr_coord_opts *o)
     o->optim.ema_decay = 0.999;
     o->checkpoint_every = 1;
     o->keep_checkpoints = 3;
+    o->keep_every_steps = -1;
     o->resume_from_step = -1;
     o->grace_ms = 2000;
     o->log_interval_ms = 5000;

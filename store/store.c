@@ -47,8 +47,12 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_CKPT_HAS] = "SELECT 1 FROM checkpoint WHERE step = ?1",
     [STMT_CKPT_PUT] = "INSERT OR REPLACE INTO checkpoint(step, created_ms) VALUES (?1, ?2)",
     [STMT_CKPT_PRUNE] = "DELETE FROM checkpoint WHERE step < ?1",
+    [STMT_CKPT_SPARSE] = "SELECT min(step) FROM checkpoint WHERE step < ?1 GROUP BY step / ?2"
+                         " ORDER BY 1",
+    [STMT_CKPT_BELOW] = "SELECT step FROM checkpoint WHERE step < ?1 ORDER BY step",
+    [STMT_CKPT_DROP] = "DELETE FROM checkpoint WHERE step = ?1",
     [STMT_CHUNK_VERSIONS] = "SELECT step, data_id FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
-                            " ORDER BY step",
+                            " AND step > ?3 ORDER BY step",
     [STMT_CHUNK_RESTEP] = "UPDATE chunk SET step = ?1, sum = ?5 WHERE tensor_id = ?2"
                           " AND idx = ?3 AND step = ?4",
     [STMT_CHUNK_INSERT] = "INSERT INTO chunk(tensor_id, idx, step, data_id, sum)"
@@ -61,6 +65,15 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_VERSION_PRUNE] = "DELETE FROM chunk WHERE step < ?1 AND EXISTS (SELECT 1 FROM chunk"
                            " AS n WHERE n.tensor_id = chunk.tensor_id AND n.idx = chunk.idx"
                            " AND n.step > chunk.step AND n.step <= ?1)",
+    /* With sparse history (keep_every_steps) a version is needed when a
+     * checkpoint lies in [its step, the next version's step); only the
+     * versions between the newest retained step before a dropped checkpoint
+     * and the oldest recent one can have lost theirs (store_chunk.c). */
+    [STMT_VERSION_PRUNE_IN] = "DELETE FROM chunk WHERE step > ?1 AND step < ?2 AND NOT EXISTS"
+                              " (SELECT 1 FROM checkpoint AS k WHERE k.step >= chunk.step AND"
+                              " k.step < coalesce((SELECT min(n.step) FROM chunk AS n WHERE"
+                              " n.tensor_id = chunk.tensor_id AND n.idx = chunk.idx AND"
+                              " n.step > chunk.step), 9223372036854775807))",
     [STMT_CHUNK_AT] = "SELECT data_id, step, sum FROM chunk WHERE tensor_id = ?1 AND idx = ?2"
                       " AND step <= ?3 ORDER BY step DESC LIMIT 1",
     /* issue 24: ?5 the cursor, NULL to keep the stored one. */
@@ -737,9 +750,10 @@ fill_opts(const sr_store_opts *in, sr_store_opts *o)
         return sr_fail(SR_EINVAL, "sr_store_open: sync %d is not FULL (0) or NORMAL (1)", o->sync);
     }
     if (o->busy_timeout_ms < 0 || o->keep_checkpoints < 0 || o->max_page_count < 0 ||
-        o->wal_checkpoint_bytes < 0) {
-        return sr_fail(SR_EINVAL, "sr_store_open: negative busy_timeout_ms, keep_checkpoints, "
-                                  "max_page_count or wal_checkpoint_bytes");
+        o->wal_checkpoint_bytes < 0 || o->keep_every_steps < SR_STORE_KEEP_EVERY_OFF) {
+        return sr_fail(SR_EINVAL,
+                       "sr_store_open: negative busy_timeout_ms, keep_checkpoints, "
+                       "max_page_count or wal_checkpoint_bytes, or keep_every_steps below -1");
     }
     if (o->page_size == 0) {
         o->page_size = SR_STORE_PAGE_SIZE;
@@ -829,7 +843,8 @@ store_open(const char *path, const sr_store_opts *opts, int marked, sr_store **o
     st->mark_fd = -1;
     st->mark.step = -1;
     st->rb.mark_step = -1;
-    if ((st->keep = calloc((size_t)st->opts.keep_checkpoints, sizeof(*st->keep))) == NULL) {
+    st->keep_cap = (size_t)st->opts.keep_checkpoints;
+    if ((st->keep = calloc(st->keep_cap, sizeof(*st->keep))) == NULL) {
         rc = sr_fail(SR_ENOMEM, "sr_store_open: keep_checkpoints %d", st->opts.keep_checkpoints);
         goto fail;
     }
@@ -1035,8 +1050,10 @@ sr_store_get_info(sr_store *st, sr_store_info *out)
         (rc = sr__store_meta_i64(st, "model_ready", &ready)) == SR_OK &&
         (rc = sr__store_query_i64(st, "PRAGMA user_version", &ver)) == SR_OK &&
         (rc = sr__store_query_i64(st, "SELECT count(*) FROM variable", &info.nvariables)) ==
+            SR_OK &&
+        (rc = sr__store_query_i64(st, "SELECT count(*) FROM checkpoint", &info.ncheckpoints)) ==
             SR_OK) {
-        rc = sr__store_query_i64(st, "SELECT count(*) FROM checkpoint", &info.ncheckpoints);
+        rc = sr__store_keep_every(st, &info.keep_every_steps);
     }
     if ((rc = sr__store_end(st, rc)) != SR_OK) {
         return sr__store_ret(st, rc);
@@ -1669,6 +1686,7 @@ sr_store_export(sr_store *st, const char *out_path, int64_t step)
     o.sync = SR_STORE_SYNC_FULL;
     o.skip_quick_check = 1;
     o.keep_checkpoints = st->opts.keep_checkpoints;
+    o.keep_every_steps = st->opts.keep_every_steps;
     /* What leaves the store is the exported step: its chunk versions in the
      * copy are checked against their sums (by the rewind, when there is
      * one).  Older retained steps travel with their sums and are checked

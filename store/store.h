@@ -27,7 +27,8 @@ typedef struct sr_store sr_store;
 #define SR_STORE_SCHEMA_VERSION      4    /* PRAGMA user_version of this build */
 #define SR_STORE_CURSOR_MAX          4096 /* issue 24: bytes of a worker's data cursor */
 #define SR_STORE_DEFAULT_CHUNK_BYTES (4u << 20)
-#define SR_STORE_MAX_NAME            255 /* bytes in a variable or slot name */
+#define SR_STORE_MAX_NAME            255  /* bytes in a variable or slot name */
+#define SR_STORE_KEEP_EVERY_OFF      (-1) /* sr_store_opts.keep_every_steps: no sparse history */
 
 typedef enum {
     SR_STORE_SYNC_FULL = 0,   /* default: fsync at every commit, survives power loss */
@@ -35,38 +36,47 @@ typedef enum {
 } sr_store_sync;
 
 typedef struct {
-    int      sync;                 /* sr_store_sync; default FULL */
-    int      readonly;             /* open read-only (inspect, verify); never creates */
-    int      create;               /* create the file if absent (ignored when readonly) */
-    int      busy_timeout_ms;      /* 0 = 5000 */
-    uint32_t chunk_bytes;          /* new tensors' chunk size; 0 = 4 MiB; rounded to dtype */
-    int      keep_checkpoints;     /* retained restorable steps; 0 = 3 */
-    int64_t  max_page_count;       /* 0 = unlimited; tests use it to simulate a full disk */
-    int      skip_quick_check;     /* 1 = do not run PRAGMA quick_check on open (huge files) */
-    int64_t  wal_checkpoint_bytes; /* added: copy the WAL into the main file once it holds
-                                      this much; 0 = 16 x the largest commit's WAL bytes,
-                                      within 8..512 MiB (a lost -wal then loses ~16
-                                      commits at most).  Bigger = fewer, cheaper
-                                      checkpoints (a page rewritten by several commits is
-                                      copied once) and a bigger -wal file on disk */
-    int page_size;                 /* added: SQLite page size of a new store, a power of two
-                                      in 512..65536; 0 = 65536.  Fixed at creation (an
-                                      existing store keeps its own).  Big pages make big
-                                      tensors cheap to write; every commit writes at least
-                                      a handful of whole pages, so small models commit
-                                      faster with small ones (docs/store.md) */
-    int checkpoint_inline;         /* added: 1 = the commit that fills the WAL copies it
-                                      into the main file itself (SQLite's own way, a
-                                      stall of that commit); 0 = a thread of the store
-                                      does it while commits go on (docs/store.md,
-                                      "Checkpoints") */
-    int accept_rollback;           /* added (schema 3): a read-write open of a store that
-                                      is behind its mark (PATH-mark: a lost or damaged
-                                      -wal, an older copy, a missing store) proceeds
-                                      instead of failing with SR_EROLLBACK; the next
-                                      sr_store_new_incarnation records the loss (table
-                                      `rollback`) and resets the mark (docs/store.md,
-                                      "The mark") */
+    int      sync;                /* sr_store_sync; default FULL */
+    int      readonly;            /* open read-only (inspect, verify); never creates */
+    int      create;              /* create the file if absent (ignored when readonly) */
+    int      busy_timeout_ms;     /* 0 = 5000 */
+    uint32_t chunk_bytes;         /* new tensors' chunk size; 0 = 4 MiB; rounded to dtype */
+    int      keep_checkpoints;    /* retained restorable steps; 0 = 3 */
+    int64_t  keep_every_steps;    /* added (issue 22): sparse history.  Besides the last
+                                     keep_checkpoints, keep the first committed step of
+                                     every window [jK, (j+1)K) of K steps (step jK when
+                                     every step commits), for a rollback after divergence.
+                                     K > 0: this rule, recorded in the store at the next
+                                     commit; SR_STORE_KEEP_EVERY_OFF: none, recorded so;
+                                     0: the rule the store recorded (none if never set),
+                                     so a handle that does not say keeps it
+                                     (docs/store.md, "Retention") */
+    int64_t max_page_count;       /* 0 = unlimited; tests use it to simulate a full disk */
+    int     skip_quick_check;     /* 1 = do not run PRAGMA quick_check on open (huge files) */
+    int64_t wal_checkpoint_bytes; /* added: copy the WAL into the main file once it holds
+                                     this much; 0 = 16 x the largest commit's WAL bytes,
+                                     within 8..512 MiB (a lost -wal then loses ~16
+                                     commits at most).  Bigger = fewer, cheaper
+                                     checkpoints (a page rewritten by several commits is
+                                     copied once) and a bigger -wal file on disk */
+    int page_size;                /* added: SQLite page size of a new store, a power of two
+                                     in 512..65536; 0 = 65536.  Fixed at creation (an
+                                     existing store keeps its own).  Big pages make big
+                                     tensors cheap to write; every commit writes at least
+                                     a handful of whole pages, so small models commit
+                                     faster with small ones (docs/store.md) */
+    int checkpoint_inline;        /* added: 1 = the commit that fills the WAL copies it
+                                     into the main file itself (SQLite's own way, a
+                                     stall of that commit); 0 = a thread of the store
+                                     does it while commits go on (docs/store.md,
+                                     "Checkpoints") */
+    int accept_rollback;          /* added (schema 3): a read-write open of a store that
+                                     is behind its mark (PATH-mark: a lost or damaged
+                                     -wal, an older copy, a missing store) proceeds
+                                     instead of failing with SR_EROLLBACK; the next
+                                     sr_store_new_incarnation records the loss (table
+                                     `rollback`) and resets the mark (docs/store.md,
+                                     "The mark") */
 } sr_store_opts;
 
 /* What the store's mark (PATH-mark) was found to be by sr_store_open. */
@@ -102,6 +112,8 @@ typedef struct {
     int      schema_version;
     int64_t  nvariables;
     int64_t  ncheckpoints;
+    int64_t  keep_every_steps; /* added (issue 22): the sparse-history rule in force (the
+                                  handle's, else the recorded one); 0 = none */
 } sr_store_info;
 
 /* A variable's metadata. */

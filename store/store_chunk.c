@@ -21,10 +21,16 @@
  * are written last (sr__store_write_bytes says why).  With dense updates
  * every step the steady state is K versions per chunk, all recycled.
  *
+ * With sparse history (keep_every_steps E) the first checkpoint of each
+ * window of E steps older than the newest K stays too; the pruning then
+ * asks of each version in the affected range whether a checkpoint lies in
+ * [its step, the next version's step) (prune_sparse).
+ *
  * Invariant (relied on by the version pruning): either there is no
  * checkpoint, or the newest checkpoint is the global step, and every
- * version with step >= the oldest checkpoint is at a checkpoint's step.
- * See docs/store.md.
+ * version with step >= the oldest of the newest K checkpoints is at a
+ * checkpoint's step; after every commit each version is needed by some
+ * retained step.  See docs/store.md.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -73,16 +79,23 @@ sr__store_blob_at(sr_store *st, sqlite3_blob **blob, int64_t data_id, int writab
     return SR_OK;
 }
 
-/* Is a version spanning steps [lo, hi) needed by a retained step in keep? */
+/* Is a version spanning steps [lo, hi) needed by a retained step in keep
+ * (ascending)?  Binary search: with sparse history keep grows with the
+ * run's length. */
 static int
 needed(int64_t lo, int64_t hi, const int64_t *keep, size_t nkeep)
 {
-    for (size_t k = 0; k < nkeep; k++) {
-        if (keep[k] >= lo && keep[k] < hi) {
-            return 1;
+    size_t a = 0, b = nkeep;
+
+    while (a < b) { /* the first keep[i] >= lo */
+        size_t m = a + (b - a) / 2;
+        if (keep[m] < lo) {
+            a = m + 1;
+        } else {
+            b = m;
         }
     }
-    return 0;
+    return a < nkeep && keep[a] < hi;
 }
 
 /* Write src[off, off + len) into chunk_data row data_id (`size` bytes)
@@ -115,8 +128,8 @@ queue_write(sr_store *st, int64_t data_id, const uint8_t *src, size_t size)
 }
 
 static sr_err
-write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, const int64_t *keep,
-            size_t nkeep, const uint8_t *src, size_t size)
+write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, int64_t floor,
+            const int64_t *keep, size_t nkeep, const uint8_t *src, size_t size)
 {
     sqlite3_stmt *s;
     sr_err        rc;
@@ -136,6 +149,7 @@ write_chunk(sr_store *st, int64_t tensor_id, int64_t idx, int64_t g, const int64
     }
     sqlite3_bind_int64(s, 1, tensor_id);
     sqlite3_bind_int64(s, 2, idx);
+    sqlite3_bind_int64(s, 3, floor);
     while ((r = sqlite3_step(s)) == SQLITE_ROW) {
         if ((rc = scratch_reserve(st, n + 1)) != SR_OK) {
             sqlite3_reset(s);
@@ -297,7 +311,8 @@ sr__store_write_bytes(sr_store *st)
 
 sr_err
 sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id, const void *data,
-                       const uint8_t *dirty, int64_t g, const int64_t *keep, size_t nkeep)
+                       const uint8_t *dirty, int64_t g, int64_t floor, const int64_t *keep,
+                       size_t nkeep)
 {
     const uint8_t *src = data;
     uint64_t       cb = v->v.chunk_bytes;
@@ -309,7 +324,7 @@ sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id, cons
         }
         uint64_t off = i * cb;
         uint64_t size = v->v.nbytes - off < cb ? v->v.nbytes - off : cb;
-        rc = write_chunk(st, tensor_id, (int64_t)i, g, keep, nkeep, src ? src + off : NULL,
+        rc = write_chunk(st, tensor_id, (int64_t)i, g, floor, keep, nkeep, src ? src + off : NULL,
                          (size_t)size);
         if (rc != SR_OK) {
             return rc;
@@ -355,10 +370,75 @@ checkpoint_exists(sr_store *st, int64_t step, sr_err *rc)
     return r == SQLITE_ROW;
 }
 
-/* Record checkpoint g, then drop checkpoints beyond the newest K and the
- * versions only they needed.  `oldest` is the oldest step that stays. */
+static sr_err record_keep_every(sr_store *st, int64_t every);
+
+/* Sparse history (keep_every_steps E > 0): drop the checkpoints older than
+ * `oldest` that are not the first of their window of E steps (those are
+ * keep[0..nsparse)), then the versions only they needed.  Such a version lies
+ * after the newest retained step before the first dropped checkpoint (a
+ * version at or before it spans that step, which stays), so only the
+ * versions in that range are looked at: one or two per chunk. */
 static sr_err
-checkpoint_and_prune(sr_store *st, int64_t g, int64_t oldest)
+prune_sparse(sr_store *st, int64_t oldest, size_t nsparse)
+{
+    sqlite3_stmt *s;
+    sr_err        rc = SR_OK;
+    int           r;
+    size_t        j = 0, ndrop = 0;
+    int64_t       lo = -1;
+
+    if ((rc = sr__store_stmt(st, STMT_CKPT_BELOW, &s)) != SR_OK) {
+        return rc;
+    }
+    sqlite3_bind_int64(s, 1, oldest);
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t step = sqlite3_column_int64(s, 0);
+        while (j < nsparse && st->keep[j] < step) {
+            j++;
+        }
+        if (j < nsparse && st->keep[j] == step) {
+            continue; /* the first of its window: stays */
+        }
+        if (ndrop == 0) {
+            lo = j > 0 ? st->keep[j - 1] : -1;
+        }
+        if ((rc = scratch_reserve(st, ndrop + 1)) != SR_OK) {
+            break;
+        }
+        st->scratch[ndrop++] = step;
+    }
+    sqlite3_reset(s);
+    if (rc != SR_OK) {
+        return rc;
+    }
+    if (r != SQLITE_DONE) {
+        return sr__store_sqlerr(st, r, "read checkpoints");
+    }
+    if (ndrop == 0) {
+        return SR_OK; /* nothing dropped: no version lost its step */
+    }
+    for (size_t i = 0; i < ndrop; i++) {
+        if ((rc = sr__store_stmt(st, STMT_CKPT_DROP, &s)) != SR_OK) {
+            return rc;
+        }
+        sqlite3_bind_int64(s, 1, st->scratch[i]);
+        if ((rc = sr__store_run(st, s, "prune checkpoints")) != SR_OK) {
+            return rc;
+        }
+    }
+    if ((rc = sr__store_stmt(st, STMT_VERSION_PRUNE_IN, &s)) != SR_OK) {
+        return rc;
+    }
+    sqlite3_bind_int64(s, 1, lo);
+    sqlite3_bind_int64(s, 2, oldest);
+    return sr__store_run(st, s, "prune chunk versions");
+}
+
+/* Record checkpoint g, then drop checkpoints beyond the newest K (but the
+ * sparse history, keep[0..nsparse)) and the versions only they needed.
+ * `oldest` is the oldest recent step that stays. */
+static sr_err
+checkpoint_and_prune(sr_store *st, int64_t g, int64_t oldest, size_t nsparse, int64_t every)
 {
     sqlite3_stmt *s;
     sr_err        rc;
@@ -370,6 +450,12 @@ checkpoint_and_prune(sr_store *st, int64_t g, int64_t oldest)
     sqlite3_bind_int64(s, 2, sr_clock_wall_ms());
     if ((rc = sr__store_run(st, s, "record checkpoint")) != SR_OK) {
         return rc;
+    }
+    if ((rc = record_keep_every(st, every)) != SR_OK) {
+        return rc;
+    }
+    if (every > 0) {
+        return prune_sparse(st, oldest, nsparse);
     }
     if ((rc = sr__store_stmt(st, STMT_CKPT_PRUNE, &s)) != SR_OK) {
         return rc;
@@ -385,37 +471,137 @@ checkpoint_and_prune(sr_store *st, int64_t g, int64_t oldest)
     return sr__store_run(st, s, "prune chunk versions");
 }
 
-/* The retained steps after a commit at g, other than g itself (ascending,
- * into keep[0..K-1)), and the oldest retained step. */
+/* The rule the store recorded (meta 'keep_every_steps'; 0 when absent). */
 static sr_err
-retained_after(sr_store *st, int64_t g, int64_t *keep, size_t *nkeep, int64_t *oldest)
+stored_keep_every(sr_store *st, int64_t *out)
+{
+    sqlite3_stmt *s;
+    sr_err        rc;
+    int           r;
+
+    if ((rc = sr__store_stmt(st, STMT_META_GET, &s)) != SR_OK) {
+        return rc;
+    }
+    sqlite3_bind_text(s, 1, "keep_every_steps", -1, SQLITE_STATIC);
+    r = sqlite3_step(s);
+    *out = r == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_reset(s);
+    if (r != SQLITE_ROW && r != SQLITE_DONE) {
+        return sr__store_sqlerr(st, r, "read meta");
+    }
+    if (*out < 0) {
+        return sr__store_fail(st, SR_ECORRUPT, "%s: meta 'keep_every_steps' is %lld", st->path,
+                              (long long)*out);
+    }
+    return SR_OK;
+}
+
+sr_err
+sr__store_keep_every(sr_store *st, int64_t *out)
+{
+    int64_t every = st->opts.keep_every_steps;
+
+    if (every == 0) {
+        return stored_keep_every(st, out);
+    }
+    *out = every > 0 ? every : 0;
+    return SR_OK;
+}
+
+/* Record the handle's sparse-history rule, when it sets one, for later
+ * handles that do not (in the write transaction of a commit). */
+static sr_err
+record_keep_every(sr_store *st, int64_t every)
+{
+    int64_t stored = 0;
+    sr_err  rc;
+
+    if (st->opts.keep_every_steps == 0) {
+        return SR_OK;
+    }
+    if ((rc = stored_keep_every(st, &stored)) != SR_OK || stored == every) {
+        return rc;
+    }
+    return sr__store_meta_set_i64(st, "keep_every_steps", every);
+}
+
+static void
+reverse_steps(int64_t *a, size_t n)
+{
+    for (size_t i = 0; i < n / 2; i++) {
+        int64_t t = a[i];
+        a[i] = a[n - 1 - i];
+        a[n - 1 - i] = t;
+    }
+}
+
+static sr_err
+keep_reserve(sr_store *st, size_t n)
+{
+    int64_t *p = sr_grow_array(st->keep, &st->keep_cap, n, sizeof(*p));
+    if (p == NULL) {
+        return sr__store_fail(st, SR_ENOMEM, "retained step list (%zu)", n);
+    }
+    st->keep = p;
+    return SR_OK;
+}
+
+/* The retained steps after a commit at g, other than g itself, ascending,
+ * into st->keep[0..*nkeep): first the sparse history (*nsparse of them: with
+ * the rule in force E > 0 (*every), the first checkpoint of each window of E
+ * steps older than the recent ones), then the newest K - 1 others.
+ * *oldest: the oldest recent step that stays (g when K = 1). */
+static sr_err
+retained_after(sr_store *st, int64_t g, size_t *nkeep, size_t *nsparse, int64_t *oldest,
+               int64_t *every)
 {
     sqlite3_stmt *s;
     sr_err        rc;
     int           r;
     size_t        n = 0, k = (size_t)st->opts.keep_checkpoints;
 
-    if ((rc = sr__store_stmt(st, STMT_CKPT_TOP, &s)) != SR_OK) {
+    if ((rc = sr__store_keep_every(st, every)) != SR_OK || (rc = keep_reserve(st, k)) != SR_OK ||
+        (rc = sr__store_stmt(st, STMT_CKPT_TOP, &s)) != SR_OK) {
         return rc;
     }
     sqlite3_bind_int64(s, 1, (sqlite3_int64)k);
     while ((r = sqlite3_step(s)) == SQLITE_ROW) {
         int64_t step = sqlite3_column_int64(s, 0);
         if (step != g && n + 1 < k) {
-            keep[n++] = step; /* descending */
+            st->keep[n++] = step; /* descending */
         }
     }
     sqlite3_reset(s);
     if (r != SQLITE_DONE) {
         return sr__store_sqlerr(st, r, "read checkpoints");
     }
-    for (size_t i = 0; i < n / 2; i++) {
-        int64_t t = keep[i];
-        keep[i] = keep[n - 1 - i];
-        keep[n - 1 - i] = t;
+    *oldest = n > 0 ? st->keep[n - 1] : g;
+    size_t ns = 0;
+    if (*every > 0) {
+        /* Sparse steps go in front: count them, move the recent ones up. */
+        if ((rc = sr__store_stmt(st, STMT_CKPT_SPARSE, &s)) != SR_OK) {
+            return rc;
+        }
+        sqlite3_bind_int64(s, 1, *oldest);
+        sqlite3_bind_int64(s, 2, *every);
+        while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+            if ((rc = keep_reserve(st, n + ns + 1)) != SR_OK) {
+                sqlite3_reset(s);
+                return rc;
+            }
+            st->keep[n + ns++] = sqlite3_column_int64(s, 0); /* after the recent, for now */
+        }
+        sqlite3_reset(s);
+        if (r != SQLITE_DONE) {
+            return sr__store_sqlerr(st, r, "read checkpoints");
+        }
     }
-    *nkeep = n;
-    *oldest = n > 0 ? keep[0] : g;
+    /* keep = recent (descending), sparse (ascending).  Reversed whole:
+     * sparse (descending), recent (ascending); then the sparse part. */
+    reverse_steps(st->keep, n + ns);
+    reverse_steps(st->keep, ns);
+    *nkeep = n + ns;
+    *nsparse = ns;
     return SR_OK;
 }
 
@@ -504,7 +690,7 @@ declare_tx(sr_store *st, const char *name, int dtype, int ndim, const int64_t *s
         return rc;
     }
     st->npend = 0;
-    if ((rc = sr__store_write_tensor(st, &v, tensor_id, data, NULL, g, NULL, 0)) != SR_OK ||
+    if ((rc = sr__store_write_tensor(st, &v, tensor_id, data, NULL, g, -1, NULL, 0)) != SR_OK ||
         (rc = sr__store_write_bytes(st)) != SR_OK) {
         return rc;
     }
@@ -566,8 +752,8 @@ sr_err
 sr_store_set_ready(sr_store *st)
 {
     sr_err  rc;
-    int64_t g = 0, oldest = 0;
-    size_t  nkeep = 0;
+    int64_t g = 0, oldest = 0, every = 0;
+    size_t  nkeep = 0, nsparse = 0;
 
     if ((rc = sr__store_check(st)) != SR_OK) {
         return rc;
@@ -579,8 +765,8 @@ sr_store_set_ready(sr_store *st)
         (rc = sr__store_meta_set_i64(st, "model_ready", 1)) == SR_OK) {
         int has = checkpoint_exists(st, g, &rc);
         if (rc == SR_OK && !has &&
-            (rc = retained_after(st, g, st->keep, &nkeep, &oldest)) == SR_OK) {
-            rc = checkpoint_and_prune(st, g, oldest);
+            (rc = retained_after(st, g, &nkeep, &nsparse, &oldest, &every)) == SR_OK) {
+            rc = checkpoint_and_prune(st, g, oldest, nsparse, every);
         }
     }
     if ((rc = sr__store_end(st, rc)) == SR_OK) {
@@ -750,17 +936,17 @@ commit_rows(sr_store *st, const sr_store_commit *c)
 }
 
 static sr_err
-commit_tx(sr_store *st, const sr_store_commit *c, int64_t *keep, int *new_tensors)
+commit_tx(sr_store *st, const sr_store_commit *c, int *new_tensors)
 {
     sr_err  rc;
-    int64_t g = c->global_step, stored = 0, oldest = 0;
-    size_t  nkeep = 0;
+    int64_t g = c->global_step, stored = 0, oldest = 0, every = 0;
+    size_t  nkeep = 0, nsparse = 0;
 
     st->npend = 0;
     if ((rc = sr__store_cache_load(st)) != SR_OK ||
         (rc = sr__store_meta_i64(st, "global_step", &stored)) != SR_OK ||
         (rc = validate(st, c, stored)) != SR_OK ||
-        (rc = retained_after(st, g, keep, &nkeep, &oldest)) != SR_OK) {
+        (rc = retained_after(st, g, &nkeep, &nsparse, &oldest, &every)) != SR_OK) {
         return rc;
     }
     for (size_t i = 0; i < c->ntensors && rc == SR_OK; i++) {
@@ -780,10 +966,15 @@ commit_tx(sr_store *st, const sr_store_commit *c, int64_t *keep, int *new_tensor
             *new_tensors = 1;
             dirty = NULL;
         }
-        rc = sr__store_write_tensor(st, v, tid, t->data, dirty, g, keep, nkeep);
+        /* The sparse history (keep[0..nsparse)) lies at or before its newest
+         * step: those versions stay and are not read (sr__store_write_tensor). */
+        rc = sr__store_write_tensor(st, v, tid, t->data, dirty, g,
+                                    nsparse > 0 ? st->keep[nsparse - 1] : -1, st->keep + nsparse,
+                                    nkeep - nsparse);
     }
     if (rc != SR_OK || (rc = sr__store_meta_set_i64(st, "global_step", g)) != SR_OK ||
-        (rc = commit_rows(st, c)) != SR_OK || (rc = checkpoint_and_prune(st, g, oldest)) != SR_OK) {
+        (rc = commit_rows(st, c)) != SR_OK ||
+        (rc = checkpoint_and_prune(st, g, oldest, nsparse, every)) != SR_OK) {
         st->npend = 0;
         return rc;
     }
@@ -807,7 +998,7 @@ sr_store_commit_step(sr_store *st, const sr_store_commit *c)
     if ((rc = sr__store_begin_write(st)) != SR_OK) {
         return sr__store_ret(st, rc);
     }
-    rc = commit_tx(st, c, st->keep, &new_tensors);
+    rc = commit_tx(st, c, &new_tensors);
     rc = sr__store_end(st, rc);
     if (rc == SR_OK && new_tensors) {
         sr__store_cache_drop(st);

@@ -66,18 +66,22 @@ typedef enum {
     STMT_TENSORS_OF,   /* one variable's tensors, as STMT_TENSORS */
     STMT_VAR_INSERT,
     STMT_TENSOR_INSERT,
-    STMT_CKPT_TOP,       /* newest ?1 checkpoint steps, descending */
-    STMT_CKPT_ALL,       /* all checkpoint steps, ascending */
-    STMT_CKPT_HAS,       /* ?1 step -> 1 row if retained */
-    STMT_CKPT_PUT,       /* ?1 step, ?2 created_ms */
-    STMT_CKPT_PRUNE,     /* drop checkpoints < ?1 */
-    STMT_CHUNK_VERSIONS, /* ?1 tensor, ?2 idx -> (step, data_id) ascending */
-    STMT_CHUNK_RESTEP,   /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step, ?5 sum */
-    STMT_CHUNK_INSERT,   /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id, ?5 sum */
-    STMT_CHUNK_SUM,      /* rewrite in place: ?1 tensor, ?2 idx, ?3 step, ?4 sum */
-    STMT_DATA_INSERT,    /* zeroblob(?1) -> rowid */
-    STMT_VERSION_PRUNE,  /* drop versions no retained step >= ?1 needs */
-    STMT_CHUNK_AT,       /* ?1 tensor, ?2 idx, ?3 step -> newest (data_id, step, sum) <= step */
+    STMT_CKPT_TOP,         /* newest ?1 checkpoint steps, descending */
+    STMT_CKPT_ALL,         /* all checkpoint steps, ascending */
+    STMT_CKPT_HAS,         /* ?1 step -> 1 row if retained */
+    STMT_CKPT_PUT,         /* ?1 step, ?2 created_ms */
+    STMT_CKPT_PRUNE,       /* drop checkpoints < ?1 */
+    STMT_CKPT_SPARSE,      /* the first checkpoint < ?1 of each window of ?2 steps, ascending */
+    STMT_CKPT_BELOW,       /* checkpoint steps < ?1, ascending */
+    STMT_CKPT_DROP,        /* drop checkpoint ?1 */
+    STMT_CHUNK_VERSIONS,   /* ?1 tensor, ?2 idx, after step ?3 -> (step, data_id) ascending */
+    STMT_CHUNK_RESTEP,     /* recycle: ?1 new step, ?2 tensor, ?3 idx, ?4 old step, ?5 sum */
+    STMT_CHUNK_INSERT,     /* ?1 tensor, ?2 idx, ?3 step, ?4 data_id, ?5 sum */
+    STMT_CHUNK_SUM,        /* rewrite in place: ?1 tensor, ?2 idx, ?3 step, ?4 sum */
+    STMT_DATA_INSERT,      /* zeroblob(?1) -> rowid */
+    STMT_VERSION_PRUNE,    /* drop versions no retained step >= ?1 needs */
+    STMT_VERSION_PRUNE_IN, /* drop versions in (?1, ?2) no checkpoint needs */
+    STMT_CHUNK_AT,         /* ?1 tensor, ?2 idx, ?3 step -> newest (data_id, step, sum) <= step */
     STMT_WORKER_UPSERT,
     STMT_LOG_PUT,
     STMT_COUNT
@@ -140,7 +144,8 @@ struct sr_store {
     /* Commit-path buffers, reused so a commit does not allocate. */
     int64_t     *scratch;     /* chunk version list: (step, data_id) pairs */
     size_t       scratch_cap; /* pairs */
-    int64_t     *keep;        /* retained steps, keep_checkpoints entries */
+    int64_t     *keep;        /* retained steps (sparse history, then the recent ones) */
+    size_t       keep_cap;    /* entries of keep */
     store_write *pend;        /* chunk bytes queued by write_chunk (sr__store_write_bytes) */
     size_t       npend, pend_cap;
     int64_t      usable; /* page size less reserved bytes (0: unknown, read-only) */
@@ -241,11 +246,19 @@ sr_err sr__store_setup(sr_store *st, int empty);
 /* Choose or create the chunk versions of one tensor of a commit or
  * declaration at step g and queue their bytes (written by
  * sr__store_write_bytes, which the transaction must call after its other
- * row work).  keep[0..nkeep) are the retained steps other than g after the
- * transaction (ascending); versions they need are never recycled.  dirty
- * NULL = every chunk. */
+ * row work).  keep[0..nkeep) are the retained steps after `floor` other
+ * than g after the transaction (ascending); versions they need are never
+ * recycled.  The versions at or before `floor` (the newest sparse-history
+ * step, -1 if none) are all needed by a retained step and are not even read,
+ * so a commit's bookkeeping does not grow with the history.  dirty NULL =
+ * every chunk. */
 sr_err sr__store_write_tensor(sr_store *st, const store_var *v, int64_t tensor_id, const void *data,
-                              const uint8_t *dirty, int64_t g, const int64_t *keep, size_t nkeep);
+                              const uint8_t *dirty, int64_t g, int64_t floor, const int64_t *keep,
+                              size_t nkeep);
+/* The sparse-history rule in force (issue 22): the handle's
+ * keep_every_steps when it sets one, else the one the store recorded (meta
+ * 'keep_every_steps', 0 when absent).  In a transaction. */
+sr_err sr__store_keep_every(sr_store *st, int64_t *out);
 /* Write the queued chunk bytes (and empty the queue). */
 sr_err sr__store_write_bytes(sr_store *st);
 /* Point *blob at chunk_data row `data_id` (opening or moving the handle),

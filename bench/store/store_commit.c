@@ -6,7 +6,8 @@
  * >= 0.7 for 16 MiB at FULL).
  *
  *   store_commit [--dir DIR] [--reps N] [--wal-mib M] [--checkpoint inline|thread]
- *                [--size-kib K] [--page-kib P] [--json FILE]
+ *                [--size-kib K] [--page-kib P] [--tensors T] [--tensor-kib K]
+ *                [--model-only] [--json FILE]
  *
  * load(ms) is the median time of reading every variable back at the latest
  * step after the timed commits (a coordinator's start, with the chunks'
@@ -20,6 +21,18 @@
  * (sr_store_opts.checkpoint_inline; `--checkpoint thread` measures the
  * store's default instead, whose checkpoints overlap the commits).  The
  * timed commits span at least one checkpoint cycle.
+ *
+ * Then the many-tensor cells (issue 23; --tensors T, default 2,000 of
+ * --tensor-kib K, default 1): at FULL, one commit of a model of T tensors of
+ * K KiB stored the way the coordinator stores a model declared as a whole
+ * (one pack variable of T x K KiB and a member table of T rows,
+ * store/store_member.c), against one tensor of the same bytes (the
+ * baseline, same run), and T separate variables (what the per-variable API
+ * commits).  The pack is printed OK or MISS against the target
+ * pack/one <= 1.3 (median commit times; the two cells run before and after
+ * the rest, and each gives the mean of its two medians).  These cells use
+ * the store's automatic WAL limit (a coordinator's default) unless --wal-mib
+ * is given.  --model-only runs only these.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -147,12 +160,47 @@ bench_load(sr_store *st, const sr_store_tensor *t, size_t nvars, uint8_t *dst, d
     return 0;
 }
 
+/* How a cell lays out its nbytes: variables of at most var_bytes each, or
+ * (members > 0) one pack of `members` tensors of nbytes / members each. */
+typedef struct {
+    size_t var_bytes;
+    size_t members;
+} layout;
+
+/* Record the members of the pack `pack`: float32 tensors of `each` bytes,
+ * back to back (each a multiple of 64 bytes, the coordinator's alignment). */
+static sr_err
+add_members(sr_store *st, const char *pack, size_t n, size_t each)
+{
+    sr_store_member *m = calloc(n, sizeof(*m));
+    sr_err           rc;
+
+    if (m == NULL) {
+        return sr_fail(SR_ENOMEM, "%zu members", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(m[i].name, sizeof(m[i].name), "block%zu/w", i);
+        snprintf(m[i].pack, sizeof(m[i].pack), "%s", pack);
+        m[i].offset = i * each;
+        m[i].dtype = SR_FLOAT32;
+        m[i].ndim = 1;
+        m[i].shape[0] = (int64_t)(each / 4);
+        m[i].nbytes = each;
+        m[i].trainable = 1;
+        m[i].pos = (int32_t)i;
+    }
+    rc = sr_store_add_members(st, m, n);
+    free(m);
+    return rc;
+}
+
 static int
 bench_store(const char *dir, size_t nbytes, int sync, int64_t wal_bytes, uint8_t *buf, int reps,
-            result *res)
+            const layout *lay, result *res)
 {
     char             path[1100];
-    size_t           nvars = (nbytes + VAR_BYTES - 1) / VAR_BYTES;
+    size_t           vbytes = lay->members > 0 ? nbytes : lay->var_bytes;
+    size_t           nvars = (nbytes + vbytes - 1) / vbytes;
     sr_store_opts    o;
     sr_store        *st = NULL;
     sr_store_tensor *t = calloc(nvars, sizeof(*t));
@@ -182,16 +230,22 @@ bench_store(const char *dir, size_t nbytes, int sync, int64_t wal_bytes, uint8_t
         goto fail;
     }
     for (size_t i = 0; i < nvars; i++) {
-        size_t  vb = nbytes - i * VAR_BYTES < VAR_BYTES ? nbytes - i * VAR_BYTES : VAR_BYTES;
+        size_t  vb = nbytes - i * vbytes < vbytes ? nbytes - i * vbytes : vbytes;
         int64_t shape[1] = {(int64_t)(vb / 4)};
-        char    name[32];
-        snprintf(name, sizeof(name), "layer%zu", i);
-        if ((rc = sr_store_declare(st, name, SR_FLOAT32, 1, shape, 1, buf + i * VAR_BYTES, vb,
-                                   &t[i].var_id, NULL)) != SR_OK) {
+        char    name[64];
+        if (lay->members > 0) {
+            snprintf(name, sizeof(name), "%s0", SR_STORE_PACK_PREFIX);
+        } else {
+            snprintf(name, sizeof(name), "layer%zu", i);
+        }
+        if ((rc = sr_store_declare(st, name, SR_FLOAT32, 1, shape, 1, buf + i * vbytes, vb,
+                                   &t[i].var_id, NULL)) != SR_OK ||
+            (lay->members > 0 &&
+             (rc = add_members(st, name, lay->members, nbytes / lay->members)) != SR_OK)) {
             fprintf(stderr, "# declare: %s: %s\n", sr_strerror(rc), sr_errdetail());
             goto fail;
         }
-        t[i].data = buf + i * VAR_BYTES;
+        t[i].data = buf + i * vbytes;
         t[i].len_bytes = vb;
     }
     if ((rc = sr_store_set_ready(st)) != SR_OK) {
@@ -240,7 +294,8 @@ usage(FILE *f)
 {
     fprintf(
         f, "usage: store_commit [--dir DIR] [--reps N] [--wal-mib M] [--checkpoint inline|thread]\n"
-           "                    [--size-kib K] [--page-kib P] [--json FILE]\n"
+           "                    [--size-kib K] [--page-kib P] [--tensors T] [--tensor-kib K]\n"
+           "                    [--model-only] [--json FILE]\n"
            "  --dir DIR    where the store and raw files go (default: a temp dir under\n"
            "               $TMPDIR or /tmp, removed afterwards)\n"
            "  --reps N     at least N timed commits per configuration (default 9;\n"
@@ -253,6 +308,10 @@ usage(FILE *f)
            "               they overlap the timed commits and may outlast them)\n"
            "  --size-kib K one model of K KiB instead of 1, 16 and 64 MiB\n"
            "  --page-kib P the store's page size in KiB (default: the store's, 64)\n"
+           "  --tensors T  the many-tensor cells' tensor count (default 2000)\n"
+           "  --tensor-kib K  their tensors' size in KiB (default 1)\n"
+           "  --model-only only the many-tensor cells (they use the store's automatic\n"
+           "               WAL limit unless --wal-mib is given)\n"
            "  --json FILE  also write the results as JSON\n");
 }
 
@@ -265,8 +324,9 @@ main(int argc, char **argv)
     char        tmpl[1024];
     int         reps = 9, made_dir = 0, bad = 0;
     int64_t     wal_bytes = (int64_t)512 << 20;
-    result      res[6];
-    size_t      nres = 0;
+    result      res[9];
+    size_t      nres = 0, ntensors = 2000, tensor_kib = 1;
+    int         model_only = 0, wal_given = 0;
     uint8_t    *buf;
 
     for (int i = 1; i < argc; i++) {
@@ -287,6 +347,7 @@ main(int argc, char **argv)
                 return 2;
             }
             wal_bytes = (int64_t)m << 20;
+            wal_given = 1;
         } else if (strcmp(argv[i], "--size-kib") == 0 && i + 1 < argc) {
             long k = atol(argv[++i]);
             if (k < 1 || k > 64 * 1024) {
@@ -301,6 +362,22 @@ main(int argc, char **argv)
                 usage(stderr);
                 return 2;
             }
+        } else if (strcmp(argv[i], "--tensors") == 0 && i + 1 < argc) {
+            long n = atol(argv[++i]);
+            if (n < 1 || n > 100000) {
+                usage(stderr);
+                return 2;
+            }
+            ntensors = (size_t)n;
+        } else if (strcmp(argv[i], "--tensor-kib") == 0 && i + 1 < argc) {
+            long k = atol(argv[++i]);
+            if (k < 1 || k > 1024) {
+                usage(stderr);
+                return 2;
+            }
+            tensor_kib = (size_t)k;
+        } else if (strcmp(argv[i], "--model-only") == 0) {
+            model_only = 1;
         } else if (strcmp(argv[i], "--checkpoint") == 0 && i + 1 < argc) {
             const char *w = argv[++i];
             if (strcmp(w, "inline") != 0 && strcmp(w, "thread") != 0) {
@@ -326,6 +403,10 @@ main(int argc, char **argv)
         dir = tmpl;
         made_dir = 1;
     }
+    if (ntensors * tensor_kib > 64 * 1024) {
+        fprintf(stderr, "# --tensors x --tensor-kib is over 64 MiB\n");
+        return 2;
+    }
     if ((buf = malloc(128 * MIB)) == NULL) { /* the values, then room to load them */
         fprintf(stderr, "# out of memory\n");
         return 1;
@@ -341,14 +422,17 @@ main(int argc, char **argv)
            ckpt_thread ? "by the store's thread" : "inside the commits");
     printf("# warm-up fills the WAL twice; >= %d timed commits (medians); raw: %d reps\n", reps,
            reps);
-    printf("# %9s %7s %7s %10s %11s %11s %15s %9s %10s %7s %9s\n", "size(KiB)", "sync", "commits",
-           "commits/s", "commit(ms)", "store(MB/s)", "sustained(MB/s)", "raw(ms)", "raw(MB/s)",
-           "ratio", "load(ms)");
-    for (size_t s = 0; s < nsizes; s++) {
+    if (!model_only) {
+        printf("# %9s %7s %7s %10s %11s %11s %15s %9s %10s %7s %9s\n", "size(KiB)", "sync",
+               "commits", "commits/s", "commit(ms)", "store(MB/s)", "sustained(MB/s)", "raw(ms)",
+               "raw(MB/s)", "ratio", "load(ms)");
+    }
+    const layout per_layer = {VAR_BYTES, 0};
+    for (size_t s = 0; s < nsizes && !model_only; s++) {
         for (size_t y = 0; y < sizeof(syncs) / sizeof(syncs[0]); y++) {
             result *r = &res[nres];
             memset(r, 0, sizeof(*r));
-            if (bench_store(dir, sizes[s], syncs[y], wal_bytes, buf, reps, r) != 0 ||
+            if (bench_store(dir, sizes[s], syncs[y], wal_bytes, buf, reps, &per_layer, r) != 0 ||
                 bench_raw(dir, buf, sizes[s], reps, &r->raw_ms) != 0) {
                 bad = 1;
                 continue;
@@ -362,6 +446,52 @@ main(int argc, char **argv)
             fflush(stdout);
             nres++;
         }
+    }
+    /* Issue 23: many tensors, FULL: one tensor, a pack, separate variables. */
+    size_t       mbytes = ntensors * tensor_kib * 1024;
+    const layout cells[3] = {{mbytes, 0}, {mbytes, ntensors}, {tensor_kib * 1024, 0}};
+    const char  *cell_name[3] = {"one tensor", "pack", "variables"};
+    double       cell_ms[3] = {0, 0, 0};
+    int          cell_ok[3] = {0, 0, 0};
+    printf("# many tensors: %zu x %zu KiB at FULL, the same bytes committed as one tensor, as "
+           "one pack with a member table (a model declared as a whole), and as %zu variables\n",
+           ntensors, tensor_kib, ntensors);
+    printf("# %-12s %9s %7s %11s %10s\n", "cell", "size(KiB)", "commits", "commit(ms)",
+           "commits/s");
+    /* One, pack, variables, pack, one: the two compared cells run before
+     * and after the rest, and each gives the mean of its two medians, so
+     * the machine's drift during the run weighs on both alike. */
+    static const int order[5] = {0, 1, 2, 1, 0};
+    int              runs[3] = {0, 0, 0};
+    for (int o = 0; o < 5; o++) {
+        int    k = order[o];
+        result r;
+        memset(&r, 0, sizeof(r));
+        /* The store's automatic WAL limit unless --wal-mib says (a coordinator's). */
+        if (bench_store(dir, mbytes, SR_STORE_SYNC_FULL, wal_given ? wal_bytes : 0, buf, reps,
+                        &cells[k], &r) != 0) {
+            bad = 1;
+            continue;
+        }
+        cell_ms[k] += r.commit_ms;
+        runs[k]++;
+        printf("  %-12s %9zu %7d %11.3f %10.1f\n", cell_name[k], r.size_kib, r.commits, r.commit_ms,
+               1e3 / r.commit_ms);
+        fflush(stdout);
+    }
+    for (int k = 0; k < 3; k++) {
+        cell_ok[k] = runs[k] > 0;
+        cell_ms[k] = runs[k] > 0 ? cell_ms[k] / runs[k] : 0;
+    }
+    if (cell_ok[0] && cell_ok[1]) {
+        double q = cell_ms[1] / cell_ms[0];
+        printf("# target: the commit of %zu tensors (a pack) <= 1.3 x one tensor of the same "
+               "bytes: %.3f / %.3f ms = %.2f %s\n",
+               ntensors, cell_ms[1], cell_ms[0], q, q <= 1.3 ? "OK" : "MISS");
+    }
+    if (cell_ok[0] && cell_ok[2]) {
+        printf("# for comparison, %zu separate variables: %.3f ms = %.2f x one tensor\n", ntensors,
+               cell_ms[2], cell_ms[2] / cell_ms[0]);
     }
     for (size_t i = 0; i < nres; i++) {
         if (res[i].size_kib == 16 * 1024 && res[i].sync == SR_STORE_SYNC_FULL) {
@@ -390,7 +520,10 @@ main(int argc, char **argv)
                         1e3 / r->commit_ms, r->commit_ms, r->store_mb_s, r->sustained_mb_s,
                         r->raw_ms, r->raw_mb_s, r->ratio, r->load_ms);
             }
-            fprintf(f, "]}\n");
+            fprintf(f,
+                    "],\"many_tensors\":{\"tensors\":%zu,\"tensor_kib\":%zu,"
+                    "\"one_ms\":%.3f,\"pack_ms\":%.3f,\"variables_ms\":%.3f}}\n",
+                    ntensors, tensor_kib, cell_ms[0], cell_ms[1], cell_ms[2]);
             fclose(f);
         }
     }

@@ -42,6 +42,13 @@ def test_model_step_exact(coordinator):
     assert np.array_equal(c.pull("layer.b"), b)  # a pack's tensor, pulled by its name
     assert c.local_step == 3
     c.close()
+    # syncrep.load (through `store export`) names every tensor, never a pack.
+    arrays = syncrep.load(coord.store)
+    assert sorted(arrays) == ["bn.mean", "emb", "layer.b", "layer.w"]
+    assert arrays["layer.w"].dtype == F32 and np.array_equal(arrays["layer.w"], w)
+    assert np.array_equal(arrays["layer.b"], b)
+    assert arrays["bn.mean"].tolist() == [9.0, 8.0]
+    assert arrays["emb"].shape == (3, 1)
 
 
 def test_model_refusals(coordinator):

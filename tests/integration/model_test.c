@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -163,6 +164,114 @@ expect_values(const worker *w, int steps)
     assert_memory_equal(w->count, count0, sizeof(count0));
 }
 
+/* Run `syncrep store ARGS...` (NULL-terminated, at most 6), output into
+ * log; its exit code. */
+static int
+run_store_cli(const char *log, const char *const *args)
+{
+    const char *argv[10] = {sr_test_syncrep_bin(), "store"};
+    size_t      n = 2;
+    for (size_t i = 0; args[i] != NULL && n + 1 < 10; i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    pid_t pid = sr_test_spawn((char *const *)argv, log);
+    assert_true(pid > 0);
+    int ws = sr_test_reap(pid, 30000);
+    assert_true(ws >= 0 && WIFEXITED(ws));
+    return WEXITSTATUS(ws);
+}
+
+#define PYTHON "/usr/bin/python3"
+
+/* numpy reads the npz: exactly the tensors given (name dtype shape hex of
+ * the bytes, four arguments each), nothing else (no pack). */
+static const char check_npz_py[] =
+    "import sys\n"
+    "import numpy as np\n"
+    "z = np.load(sys.argv[1])\n"
+    "a = sys.argv[2:]\n"
+    "names = set()\n"
+    "for i in range(0, len(a), 4):\n"
+    "    n, dt, sh, hx = a[i:i + 4]\n"
+    "    x = z[n]\n"
+    "    assert x.dtype == np.dtype(dt), (n, x.dtype)\n"
+    "    assert list(x.shape) == [int(d) for d in sh.split(',') if d], (n, x.shape)\n"
+    "    assert x.tobytes().hex() == hx, (n, x)\n"
+    "    names.add(n)\n"
+    "assert set(z.files) == names, (sorted(z.files), sorted(names))\n";
+
+static void
+hex_of(const void *p, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        sprintf(out + 2 * i, "%02x", ((const unsigned char *)p)[i]);
+    }
+}
+
+/* Issue 23: `store inspect` names each tensor, `store export --format npz`
+ * writes each under its name with its dtype, shape and exact bytes (the
+ * values the workers trained to), never the packs. */
+static void
+check_store_cli_names(const sr_harness *h, const worker *w)
+{
+    char log[700], npz[700], hx[NT][200];
+    snprintf(log, sizeof(log), "%s/cli.log", h->dir);
+    snprintf(npz, sizeof(npz), "%s/model.npz", h->dir);
+
+    const char *a1[] = {"inspect", h->store, NULL};
+    assert_int_equal(run_store_cli(log, a1), 0);
+    assert_true(sr_harness_file_count(log, "model tensors (5"));
+    assert_true(sr_harness_file_count(log, "bn.running_mean"));
+    const char *a2[] = {"inspect", h->store, "--json", NULL};
+    assert_int_equal(run_store_cli(log, a2), 0);
+    assert_true(sr_harness_file_count(log, "{\"name\":\"layer.w\",\"dtype\":\"float32\","
+                                           "\"shape\":[2,3],\"bytes\":24,\"trainable\":true,"));
+    const char *a3[] = {"export", h->store, "--format", "npz", npz, NULL};
+    assert_int_equal(run_store_cli(log, a3), 0);
+    if (access(PYTHON, X_OK) != 0) {
+        fprintf(stderr, "%s missing: %s not validated\n", PYTHON, npz);
+        return;
+    }
+    hex_of(w->w, sizeof(w->w), hx[0]);
+    hex_of(w->b, sizeof(w->b), hx[1]);
+    hex_of(&w->s, sizeof(w->s), hx[2]);
+    hex_of(w->mean, sizeof(w->mean), hx[3]);
+    hex_of(w->count, sizeof(w->count), hx[4]);
+    char *const argv[] = {PYTHON,
+                          "-c",
+                          (char *)check_npz_py,
+                          npz,
+                          "layer.w",
+                          "float32",
+                          "2,3",
+                          hx[0],
+                          "layer.b",
+                          "float32",
+                          "3",
+                          hx[1],
+                          "scale",
+                          "float64",
+                          "",
+                          hx[2],
+                          "bn.running_mean",
+                          "float32",
+                          "4",
+                          hx[3],
+                          "bn.count",
+                          "int64",
+                          "2",
+                          hx[4],
+                          NULL};
+    pid_t       pid = sr_test_spawn(argv, log);
+    assert_true(pid > 0);
+    int ws = sr_test_reap(pid, 60000);
+    if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) {
+        fprintf(stderr, "numpy check of %s failed, see %s\n", npz, log);
+        fail();
+    }
+}
+
 /* Every tensor trains as the per-variable calls would, bit for bit; a pull
  * of one tensor by name works; the store names every tensor (members) and
  * keeps them in three packs (float32 trainable, float64 trainable, the not
@@ -203,6 +312,7 @@ test_model_trains_exactly(void **state)
     assert_int_equal(n, NT); /* every tensor is a member, by its name */
     sr_store_close(st);
     free(m);
+    check_store_cli_names(&h, &w[0]);
     sr_harness_fini(&h);
 }
 

@@ -637,6 +637,75 @@ test_restart_corrupt_latest_step_refused_names_intact_steps(void **state)
     sr_harness_fini(&h);
 }
 
+/* Issue 22: --keep-every-steps E keeps the first committed step of every
+ * window of E steps besides the last --keep-checkpoints, across a kill -9
+ * and a restart that does not repeat the option (the store recorded it);
+ * --resume-from-step to such an old step gives exactly that step's x. */
+static void
+test_restart_keep_every_steps_resume_from_old_step(void **state)
+{
+    sr_harness h;
+    sr_client *c[2];
+    double     x0 = 100.0, x;
+    char       want[64];
+    (void)state;
+
+    sr_harness_init(&h, "keepevery");
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5",
+                     "--keep-checkpoints", "2", "--keep-every-steps", "5", NULL);
+    open_x_pair(&h, c, x0);
+    run_until(c, 12);
+    assert_int_equal(sr_harness_log_count(&h, "keep_every_steps=5"), 1);
+    sr_harness_kill9(&h);
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5",
+                     "--keep-checkpoints", "2", NULL);
+    run_until(c, 24);
+    assert_int_equal(sr_harness_log_count(&h, "keep_every_steps=5"), 2); /* recorded */
+    sr_harness_kill9(&h);
+
+    /* Every window of 5 steps older than the last two checkpoints kept one
+     * step (its first commit), and no other. */
+    int64_t      *ck = NULL;
+    size_t        n = 0;
+    sr_store     *st;
+    sr_store_opts o = {.readonly = 1};
+    assert_sr_ok(sr_store_open(h.store, &o, &st));
+    assert_sr_ok(sr_store_list_checkpoints(st, &ck, &n));
+    sr_store_close(st);
+    assert_true(n >= 2 + 4);
+    int64_t recent = ck[n - 2];
+    assert_int_equal(ck[0], 0);
+    for (size_t i = 0; i + 2 < n; i++) {
+        assert_int_equal(ck[i] / 5, (int64_t)i); /* one per window, in order */
+    }
+    assert_int_equal(recent / 5 + 1 >= (int64_t)(n - 2), 1);
+    int64_t back = ck[2]; /* the first of steps 10..14 */
+    free(ck);
+
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    snprintf(want, sizeof(want), "%lld", (long long)back);
+    sr_harness_start(&h, "--replicas-to-aggregate", "2", "--learning-rate", "0.5",
+                     "--resume-from-step", want, NULL);
+    open_x_pair(&h, c, x0);
+    assert_sr_ok(sr_client_pull(c[0], "x", &x, sizeof(x)));
+    if (x != 100.0 - 0.5 * (double)back) {
+        fprintf(stderr, "x = %.17g at step %lld\n", x, (long long)back);
+    }
+    assert_true(x == 100.0 - 0.5 * (double)back);
+    assert_int_equal(gstep(c[0]), back);
+    /* Training goes on from there. */
+    run_until(c, back + 3);
+    assert_sr_ok(sr_client_pull(c[1], "x", &x, sizeof(x)));
+    assert_true(x == 100.0 - 0.5 * (double)gstep(c[1]));
+    for (int i = 0; i < 2; i++) {
+        sr_client_close(c[i]);
+    }
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
@@ -648,6 +717,7 @@ main(void)
         cmocka_unit_test(test_restart_refused_starts_change_nothing),
         cmocka_unit_test(test_restart_after_lost_wal_refused_until_accepted),
         cmocka_unit_test(test_restart_corrupt_latest_step_refused_names_intact_steps),
+        cmocka_unit_test(test_restart_keep_every_steps_resume_from_old_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,14 +18,7 @@ sql_exec(const char *path, const char *sql)
 static int64_t
 declare_w(sr_store *st)
 {
-    const int64_t shape[1] = {N};
-    float         v[N];
-    int64_t       id;
-
-    fill_pattern(v, SR_FLOAT32, N, 1, 0);
-    assert_sr_ok(sr_store_declare(st, "w", SR_FLOAT32, 1, shape, 1, v, sizeof(v), &id, NULL));
-    assert_sr_ok(sr_store_set_ready(st));
-    return id;
+    return declare_ready_f32(st, "w", N);
 }
 
 static void
@@ -45,18 +38,6 @@ assert_reads_step(sr_store *st, int64_t id, int64_t at, int64_t want_step)
     fill_pattern(want, SR_FLOAT32, N, 1, want_step);
     assert_sr_ok(sr_store_read_tensor(st, id, NULL, at, got, sizeof(got)));
     assert_memory_equal(got, want, sizeof(want));
-}
-
-static void
-assert_verify_clean(sr_store *st)
-{
-    char  *rep = NULL;
-    sr_err rc = sr_store_verify(st, &rep);
-    if (rc != SR_OK) {
-        print_error("verify report:\n%s", rep ? rep : "(none)");
-    }
-    assert_sr_ok(rc);
-    free(rep);
 }
 
 static void

@@ -355,26 +355,13 @@ static const char check_weights_py[] =
     "    assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k\n"
     "    assert np.array_equal(got[k], want[k]), (k, got[k], want[k])\n";
 
+static void run_python_check(const store_fixture *f, const char *script, const char *file,
+                             const char *fmt, int64_t step);
+
 static void
 assert_weights_file(const store_fixture *f, const char *file, const char *fmt, int64_t step)
 {
-    char        log[700], s[32];
-    char *const argv[] = {PYTHON, "-c", (char *)check_weights_py, (char *)file, (char *)fmt,
-                          s,      NULL};
-
-    snprintf(s, sizeof(s), "%lld", (long long)step);
-    snprintf(log, sizeof(log), "%s/py.log", f->dir);
-    pid_t pid = sr_test_spawn(argv, log);
-    assert_true(pid > 0);
-    int st = sr_test_reap(pid, 60000);
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-        size_t   len;
-        uint8_t *b = read_file_bytes(log, &len);
-        fprintf(stderr, "%s (%s, step %lld) failed:\n%.*s\n", file, fmt, (long long)step, (int)len,
-                b != NULL ? (const char *)b : "");
-        free(b);
-        fail();
-    }
+    run_python_check(f, check_weights_py, file, fmt, step);
 }
 
 /* No "*.tmp.*" file is left in dir (a failed export removes its own). */
@@ -457,6 +444,195 @@ test_cli_store_export_npz_safetensors_values_exact(void **state)
     assert_weights_file(f, old, "npz", 1);
 }
 
+/* Issue 23: a model declared as a whole, stored the way the coordinator
+ * stores it (coordinator/server_pack.c): a float32 trainable pack holding
+ * enc/w [3,4] at byte 0, enc/b [4] at 64 and dec/w [2,2,2] at 128 (members
+ * 64-byte aligned), with a momentum slot from step 1, and an int64 frozen
+ * pack holding steps [2].  The packs' values are fill_pattern's (tags 5, 6
+ * and 7), so a member's value is a slice of the pattern. */
+#define PACK0 SR_STORE_PACK_PREFIX "0"
+#define PACK1 SR_STORE_PACK_PREFIX "1"
+
+static void
+make_model_store(const char *path)
+{
+    sr_store             *st = open_small(path, 64, 3);
+    const int64_t         s0[1] = {40}, s1[1] = {2};
+    float                 p0[40], m0[40];
+    int64_t               p1[2], id0, id1;
+    uint64_t              inc;
+    const sr_store_member mem[4] = {
+        {.name = "enc/w",
+         .pack = PACK0,
+         .offset = 0,
+         .dtype = SR_FLOAT32,
+         .ndim = 2,
+         .shape = {3, 4},
+         .nbytes = 48,
+         .trainable = 1,
+         .pos = 0},
+        {.name = "enc/b",
+         .pack = PACK0,
+         .offset = 64,
+         .dtype = SR_FLOAT32,
+         .ndim = 1,
+         .shape = {4},
+         .nbytes = 16,
+         .trainable = 1,
+         .pos = 1},
+        {.name = "steps",
+         .pack = PACK1,
+         .offset = 0,
+         .dtype = SR_INT64,
+         .ndim = 1,
+         .shape = {2},
+         .nbytes = 16,
+         .trainable = 0,
+         .pos = 2},
+        {.name = "dec/w",
+         .pack = PACK0,
+         .offset = 128,
+         .dtype = SR_FLOAT32,
+         .ndim = 3,
+         .shape = {2, 2, 2},
+         .nbytes = 32,
+         .trainable = 1,
+         .pos = 3},
+    };
+
+    assert_sr_ok(sr_store_new_incarnation(st, &inc));
+    fill_pattern(p0, SR_FLOAT32, 40, 5, 0);
+    fill_pattern(p1, SR_INT64, 2, 7, 0);
+    assert_sr_ok(sr_store_declare(st, PACK0, SR_FLOAT32, 1, s0, 1, p0, sizeof(p0), &id0, NULL));
+    assert_sr_ok(sr_store_declare(st, PACK1, SR_INT64, 1, s1, 0, p1, sizeof(p1), &id1, NULL));
+    assert_sr_ok(sr_store_add_members(st, mem, 4));
+    assert_sr_ok(sr_store_set_ready(st));
+    for (int64_t step = 1; step <= 2; step++) {
+        fill_pattern(p0, SR_FLOAT32, 40, 5, step);
+        fill_pattern(m0, SR_FLOAT32, 40, 6, step);
+        sr_store_tensor t[2] = {
+            {.var_id = id0, .data = p0, .len_bytes = sizeof(p0)},
+            {.var_id = id0, .slot = "momentum", .data = m0, .len_bytes = sizeof(m0)},
+        };
+        sr_store_commit c = {.global_step = step, .tensors = t, .ntensors = 2};
+        assert_sr_ok(sr_store_commit_step(st, &c));
+    }
+    sr_store_close(st);
+}
+
+/* numpy reads the npz or safetensors file: exactly the model's tensors by
+ * name (no pack), each with its dtype, shape and slice of the pattern. */
+static const char check_model_py[] =
+    "import json, struct, sys\n"
+    "import numpy as np\n"
+    "path, fmt, step = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+    "def pat(tag, n, s):\n"
+    "    return np.array([(tag * 7919 + s * 131 + i * 7) % 100003 - 50000 for i in range(n)])\n"
+    "p0 = (pat(5, 40, step) * 0.5).astype('<f4')\n"
+    "want = {'enc/w': p0[0:12].reshape(3, 4), 'enc/b': p0[16:20], 'dec/w': p0[32:40].reshape(2, 2, "
+    "2),\n"
+    "        'steps': (pat(7, 2, 0) * 1000003).astype('<i8')}\n"
+    "if step > 0:\n"
+    "    m0 = (pat(6, 40, step) * 0.5).astype('<f4')\n"
+    "    want.update({'enc/w/momentum': m0[0:12].reshape(3, 4), 'enc/b/momentum': m0[16:20],\n"
+    "                 'dec/w/momentum': m0[32:40].reshape(2, 2, 2)})\n"
+    "if fmt == 'npz':\n"
+    "    with np.load(path) as z:\n"
+    "        got = {k: z[k] for k in z.files}\n"
+    "else:\n"
+    "    raw = open(path, 'rb').read()\n"
+    "    n = struct.unpack('<Q', raw[:8])[0]\n"
+    "    head = json.loads(raw[8:8 + n].decode('utf-8'))\n"
+    "    head.pop('__metadata__')\n"
+    "    dt = {'F32': '<f4', 'I64': '<i8'}\n"
+    "    got = {k: np.frombuffer(raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]],\n"
+    "                            dtype=dt[v['dtype']]).reshape(v['shape']) for k, v in "
+    "head.items()}\n"
+    "assert sorted(got) == sorted(want), (sorted(got), sorted(want))\n"
+    "for k in want:\n"
+    "    assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, (k, "
+    "got[k].shape)\n"
+    "    assert got[k].tobytes() == want[k].tobytes(), (k, got[k], want[k])\n";
+
+static void
+run_python_check(const store_fixture *f, const char *script, const char *file, const char *fmt,
+                 int64_t step)
+{
+    char        log[700], s[32];
+    char *const argv[] = {PYTHON, "-c", (char *)script, (char *)file, (char *)fmt, s, NULL};
+
+    snprintf(s, sizeof(s), "%lld", (long long)step);
+    snprintf(log, sizeof(log), "%s/py.log", f->dir);
+    pid_t pid = sr_test_spawn(argv, log);
+    assert_true(pid > 0);
+    int st = sr_test_reap(pid, 60000);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+        size_t   len;
+        uint8_t *b = read_file_bytes(log, &len);
+        fprintf(stderr, "%s (%s, step %lld) failed:\n%.*s\n", file, fmt, (long long)step, (int)len,
+                b != NULL ? (const char *)b : "");
+        free(b);
+        fail();
+    }
+}
+
+/* inspect lists each model tensor with its pack and offset (text and
+ * JSON); export writes each under its own name, never a pack. */
+static void
+test_cli_store_model_tensors_inspect_and_export_by_name(void **state)
+{
+    store_fixture *f = *state;
+    char          *out = NULL, npz[700], sft[700], old[700];
+
+    if (access(syncrep_bin(), X_OK) != 0) {
+        skip();
+    }
+    make_model_store(f->path);
+    assert_int_equal(run_cli(f, &out, "inspect", f->path, NULL, NULL, NULL), 0);
+    assert_non_null(strstr(out, "model tensors (4"));
+    assert_non_null(strstr(out, PACK0 "@128"));
+    assert_non_null(strstr(out, PACK1 "@0"));
+    const char *dec = strstr(out, "dec/w");
+    assert_non_null(dec);
+    assert_non_null(strstr(dec, "[2,2,2]"));
+    free(out);
+    assert_int_equal(run_cli(f, &out, "inspect", f->path, "--json", NULL, NULL), 0);
+    assert_non_null(strstr(out, "\"members\":[{\"name\":\"enc/w\",\"dtype\":\"float32\","
+                                "\"shape\":[3,4],\"bytes\":48,\"trainable\":true,\"pack\":\"" PACK0
+                                "\",\"offset\":0,\"pos\":0,\"created_step\":0}"));
+    assert_non_null(strstr(out, "{\"name\":\"steps\",\"dtype\":\"int64\",\"shape\":[2],"
+                                "\"bytes\":16,\"trainable\":false,\"pack\":\"" PACK1
+                                "\",\"offset\":0,\"pos\":2,"));
+    free(out);
+
+    snprintf(npz, sizeof(npz), "%s/m.npz", f->dir);
+    snprintf(sft, sizeof(sft), "%s/m.safetensors", f->dir);
+    snprintf(old, sizeof(old), "%s/m0.npz", f->dir);
+    const char *a1[] = {"export", f->path, "--format", "npz", npz, NULL};
+    assert_int_equal(run_cli_argv(f, NULL, a1), 0);
+    const char *a2[] = {"export", f->path, "--format", "safetensors", sft, NULL};
+    assert_int_equal(run_cli_argv(f, NULL, a2), 0);
+    const char *a3[] = {"export", f->path, old, "--step", "0", "--format", "npz", NULL};
+    assert_int_equal(run_cli_argv(f, NULL, a3), 0);
+    /* No pack name anywhere in the files (npz keeps names in clear). */
+    size_t   len;
+    uint8_t *b = read_file_bytes(sft, &len);
+    assert_non_null(b);
+    assert_null(memmem(b, len, SR_STORE_PACK_PREFIX, strlen(SR_STORE_PACK_PREFIX)));
+    free(b);
+    b = read_file_bytes(npz, &len);
+    assert_non_null(b);
+    assert_null(memmem(b, len, SR_STORE_PACK_PREFIX, strlen(SR_STORE_PACK_PREFIX)));
+    free(b);
+    if (access(PYTHON, X_OK) != 0) {
+        fprintf(stderr, "%s missing: exports not validated\n", PYTHON);
+        return;
+    }
+    run_python_check(f, check_model_py, npz, "npz", 2);
+    run_python_check(f, check_model_py, sft, "safetensors", 2);
+    run_python_check(f, check_model_py, old, "npz", 0);
+}
+
 int
 main(void)
 {
@@ -466,6 +642,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_cli_store_inspect_old_bad_name_escaped_valid_json,
                                         store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cli_store_verify_reports_checksum_and_rollback,
+                                        store_fixture_setup, store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_store_model_tensors_inspect_and_export_by_name,
                                         store_fixture_setup, store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cli_store_export_npz_safetensors_values_exact,
                                         store_fixture_setup, store_fixture_teardown),

@@ -146,6 +146,36 @@ file_exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
+/* Declare float32 `name` of n elements, fill_pattern(tag 1, step 0), and
+ * mark the model ready; its id. */
+static inline int64_t
+declare_ready_f32(sr_store *st, const char *name, size_t n)
+{
+    const int64_t shape[1] = {(int64_t)n};
+    float        *v = malloc(n * sizeof(*v));
+    int64_t       id;
+
+    assert_non_null(v);
+    fill_pattern(v, SR_FLOAT32, n, 1, 0);
+    assert_sr_ok(sr_store_declare(st, name, SR_FLOAT32, 1, shape, 1, v, n * sizeof(*v), &id, NULL));
+    free(v);
+    assert_sr_ok(sr_store_set_ready(st));
+    return id;
+}
+
+/* sr_store_verify finds nothing (the report is printed when it does). */
+static inline void
+assert_verify_clean(sr_store *st)
+{
+    char  *rep = NULL;
+    sr_err rc = sr_store_verify(st, &rep);
+    if (rc != SR_OK) {
+        print_error("verify report:\n%s", rep ? rep : "(none)");
+    }
+    assert_sr_ok(rc);
+    free(rep);
+}
+
 /* One integer from a query on the file, through SQLite directly. */
 static inline int64_t
 sql_i64(const char *path, const char *sql)
