@@ -53,14 +53,10 @@ def trained(coordinator):
                         "--optimizer", "momentum", "--init-tokens", "0")
     want = train(coord)
     assert coord.stop() == 0
-    # SyncReplicas declares its model with the model API, whose tensors the
-    # store keeps in packs; until `syncrep store export` writes each member
-    # under its own name (issue 23, "Names stay real"), a store reads back
-    # as packs, and these tests cannot run.
+    # SyncReplicas declares its model with the model API (packs in the
+    # store); the export names each tensor, never a pack.
     packs = [n for n in syncrep.load(coord.store) if n.startswith("syncrep:pack/")]
-    if packs:
-        pytest.skip("store export writes the model's packs (%s), not its tensors: "
-                    "member export (issue 23) is not in this build" % ", ".join(packs))
+    assert packs == []
     return coord, want
 
 
