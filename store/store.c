@@ -37,6 +37,14 @@ static const char *const stmt_sql[STMT_COUNT] = {
     [STMT_TENSORS] = "SELECT id, var_id, slot, created_step FROM tensor ORDER BY var_id, slot",
     [STMT_VAR_ONE] = "SELECT id, name, dtype, ndim, shape, nbytes, chunk_bytes, trainable,"
                      " created_step FROM variable WHERE id = ?1",
+    /* The versions superseded by one written after ?2 and at or before ?1:
+     * once every version superseded at or before ?2 is gone, the only ones
+     * a prune to ?1 may remove (a commit looks at the chunks it wrote, not
+     * at every chunk that never changes). */
+    [STMT_VERSION_PRUNE_SINCE] = "DELETE FROM chunk WHERE (tensor_id, idx, step) IN (SELECT"
+                                 " o.tensor_id, o.idx, o.step FROM chunk AS n JOIN chunk AS o"
+                                 " ON o.tensor_id = n.tensor_id AND o.idx = n.idx AND"
+                                 " o.step < n.step WHERE n.step > ?2 AND n.step <= ?1)",
     [STMT_TENSORS_OF] = "SELECT id, var_id, slot, created_step FROM tensor WHERE var_id = ?1"
                         " ORDER BY slot",
     [STMT_VAR_INSERT] = "INSERT INTO variable(name, dtype, ndim, shape, nbytes, chunk_bytes,"
@@ -419,6 +427,7 @@ sr__store_cache_drop(sr_store *st)
     st->cap_vars = 0;
     st->cap_tensors = 0;
     st->cache_ok = 0;
+    st->pruned_to = -1;
 }
 
 /* "[2,3]" -> ndim 2, shape {2, 3}. */
@@ -836,6 +845,7 @@ store_open(const char *path, const sr_store_opts *opts, int marked, sr_store **o
         free(st);
         return sr_fail(SR_ENOMEM, "sr_store_open: %zu bytes", sizeof(*st));
     }
+    st->pruned_to = -1; /* the first prune looks at every version */
     if ((rc = fill_opts(opts, &st->opts)) != SR_OK) {
         goto fail;
     }

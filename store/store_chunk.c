@@ -454,6 +454,7 @@ checkpoint_and_prune(sr_store *st, int64_t g, int64_t oldest, size_t nsparse, in
     if ((rc = record_keep_every(st, every)) != SR_OK) {
         return rc;
     }
+    st->pruning_to = -1;
     if (every > 0) {
         return prune_sparse(st, oldest, nsparse);
     }
@@ -464,11 +465,21 @@ checkpoint_and_prune(sr_store *st, int64_t g, int64_t oldest, size_t nsparse, in
     if ((rc = sr__store_run(st, s, "prune checkpoints")) != SR_OK) {
         return rc;
     }
-    if ((rc = sr__store_stmt(st, STMT_VERSION_PRUNE, &s)) != SR_OK) {
+    /* After the first prune of this handle, only what the steps since the
+     * last one superseded (STMT_VERSION_PRUNE_SINCE). */
+    int since = st->pruned_to >= 0 && st->pruned_to <= oldest;
+    if ((rc = sr__store_stmt(st, since ? STMT_VERSION_PRUNE_SINCE : STMT_VERSION_PRUNE, &s)) !=
+        SR_OK) {
         return rc;
     }
     sqlite3_bind_int64(s, 1, oldest);
-    return sr__store_run(st, s, "prune chunk versions");
+    if (since) {
+        sqlite3_bind_int64(s, 2, st->pruned_to);
+    }
+    if ((rc = sr__store_run(st, s, "prune chunk versions")) == SR_OK) {
+        st->pruning_to = oldest;
+    }
+    return rc;
 }
 
 /* The rule the store recorded (meta 'keep_every_steps'; 0 when absent). */
@@ -998,10 +1009,14 @@ sr_store_commit_step(sr_store *st, const sr_store_commit *c)
     if ((rc = sr__store_begin_write(st)) != SR_OK) {
         return sr__store_ret(st, rc);
     }
+    st->pruning_to = -1;
     rc = commit_tx(st, c, &new_tensors);
     rc = sr__store_end(st, rc);
     if (rc == SR_OK && new_tensors) {
         sr__store_cache_drop(st);
+    }
+    if (rc == SR_OK) {
+        st->pruned_to = st->pruning_to;
     }
     if (rc == SR_OK) {
         /* After COMMIT returned: the mark never claims more than the store

@@ -64,6 +64,7 @@ typedef enum {
     STMT_TENSORS,      /* all tensors, by (var_id, slot) */
     STMT_VAR_ONE,      /* one variable, as STMT_VARS */
     STMT_TENSORS_OF,   /* one variable's tensors, as STMT_TENSORS */
+    STMT_VERSION_PRUNE_SINCE,
     STMT_VAR_INSERT,
     STMT_TENSOR_INSERT,
     STMT_CKPT_TOP,         /* newest ?1 checkpoint steps, descending */
@@ -134,8 +135,13 @@ struct sr_store {
     /* Variable/tensor cache, sorted by id and (var_id, slot).  Dropped after
      * any own schema-changing transaction and whenever another connection
      * committed (PRAGMA data_version changed). */
-    int           cache_ok;
-    int64_t       cache_data_version;
+    int     cache_ok;
+    int64_t cache_data_version;
+    /* Every chunk version superseded by one at or before this step is
+     * pruned (this handle's last commit said so); -1: not known, the next
+     * prune looks at every version.  Reset with the cache.  pruning_to:
+     * what the transaction in progress prunes to (-1: not known after it). */
+    int64_t       pruned_to, pruning_to;
     store_var    *vars;
     size_t        nvars, cap_vars;
     store_tensor *tensors;

@@ -333,12 +333,12 @@ static const sr__req_ops pull_ops = {pull_reply, pull_send, pull_lost};
 /* Serve a pull from the variables that came with this round's token (the
  * values as of that moment; with a delta, the unchanged ones of an earlier
  * token are the same values).  Pulls mostly come in the coordinator's order:
- * the search starts after the last one found. */
+ * the search starts at the last one found. */
 static int
 pull_cached(sr_client *c, const char *name, void *dst, size_t dst_bytes)
 {
     for (int k = 0; c->cache_live && k < c->ncache; k++) {
-        int i = (c->cache_next + k) % c->ncache;
+        int i = (c->cache_next + c->ncache - 1 + k) % c->ncache; /* from the last one found */
         if (strcmp(c->cache[i].name, name) == 0 && zmq_msg_size(&c->cache[i].value) == dst_bytes) {
             if (dst_bytes > 0) {
                 memcpy(dst, zmq_msg_data(&c->cache[i].value), dst_bytes);

@@ -113,12 +113,14 @@ sr__session_resync(sr_client *c)
 }
 
 /* This client's declaration of `name`, or NULL.  A training loop pushes in
- * the same order every round: the search starts after the last one found. */
+ * the same order every round: the search starts at the last one found. */
 decl *
 sr__decl_find(sr_client *c, const char *name)
 {
+    /* From the last one found: a loop that pushes or pulls the same one
+     * (or the next) every round finds it at once among many. */
     for (size_t k = 0; k < c->ndecls; k++) {
-        size_t i = (c->decl_next + k) % c->ndecls;
+        size_t i = (c->decl_next + c->ndecls - 1 + k) % c->ndecls;
         if (strcmp(c->decls[i].name, name) == 0) {
             c->decl_next = i + 1;
             return &c->decls[i];

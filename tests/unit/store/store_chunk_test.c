@@ -75,6 +75,37 @@ test_chunk_dirty_commit_writes_only_dirty_chunks_old_step_keeps_old(void **state
     sr_store_close(st);
 }
 
+/* A version superseded by one that stops changing is pruned once the
+ * retained steps pass it, by a commit that does not write that chunk (the
+ * prune after a handle's first looks only at what the steps since
+ * superseded, not at every chunk: store.c STMT_VERSION_PRUNE_SINCE); and a
+ * chunk that never changes keeps its one version. */
+static void
+test_chunk_prune_of_a_chunk_that_stopped_changing(void **state)
+{
+    store_fixture *f = *state;
+    sr_store      *st = open_small(f->path, 64, 2);
+    int64_t        id = declare_w(st);
+    float          v[N];
+    uint8_t        dirty[5] = {1, 0, 0, 0, 0};
+
+    commit_dense(st, id, 1);
+    commit_dense(st, id, 2); /* chunks 1..4: versions 1 and 2 (and 0) */
+    for (int64_t g = 3; g <= 6; g++) {
+        fill_pattern(v, SR_FLOAT32, N, 1, g);
+        sr_store_tensor t = {.var_id = id, .data = v, .len_bytes = sizeof(v), .dirty = dirty};
+        sr_store_commit c = {.global_step = g, .tensors = &t, .ntensors = 1};
+        assert_sr_ok(sr_store_commit_step(st, &c));
+        /* K = 2: steps g - 1 and g stay; chunk 1's versions before 2 are
+         * superseded at or before them once g - 1 >= 2. */
+        assert_int_equal(sql_i64(f->path, "SELECT count(*) FROM chunk WHERE idx = 1"), 1);
+        assert_int_equal(sql_i64(f->path, "SELECT min(step) FROM chunk WHERE idx = 1"), 2);
+        assert_int_equal(sql_i64(f->path, "SELECT count(*) FROM chunk WHERE idx = 0"), 2);
+    }
+    assert_verify_clean(st);
+    sr_store_close(st);
+}
+
 static void
 test_chunk_retention_keeps_k_steps_older_is_enoent(void **state)
 {
@@ -369,6 +400,7 @@ main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, store_fixture_setup, store_fixture_teardown)
     const struct CMUnitTest tests[] = {
         T(test_chunk_dirty_commit_writes_only_dirty_chunks_old_step_keeps_old),
+        T(test_chunk_prune_of_a_chunk_that_stopped_changing),
         T(test_chunk_retention_keeps_k_steps_older_is_enoent),
         T(test_chunk_sparse_history_each_retained_step_reads_right),
         T(test_chunk_rewrite_same_step_overwrites_in_place),
