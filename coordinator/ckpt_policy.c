@@ -67,7 +67,11 @@ record_cost(sr_ckpt *p, double cost_ns, int64_t cover)
 
     ewma(&p->c_ns, cost_ns);
     if (t > 0 && cover > 0) {
-        ewma(&p->overhead, cost_ns / ((double)cover * t));
+        /* Decayed sums, not an average of ratios: the probe's commit of a
+         * single step weighs as one step's time, not as a whole interval. */
+        p->ov_cost_ns = p->ov_cost_ns * (1 - EWMA_W) + cost_ns;
+        p->ov_time_ns = p->ov_time_ns * (1 - EWMA_W) + (double)cover * t;
+        p->overhead = p->ov_cost_ns / p->ov_time_ns;
     }
 }
 

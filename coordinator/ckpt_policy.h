@@ -26,8 +26,9 @@
  *      step the writer no longer overlaps; until a clean step time exists,
  *      the writer's own time stands in (an upper bound: it makes k larger,
  *      which creates the clean steps that measure T).
- *   overhead  per commit, C / (n * T) for the n steps it covered: the
- *      fraction of the steps' time durability took (EWMA).
+ *   overhead  the fraction of the steps' time durability took: the commits'
+ *      costs over the time of the steps they covered (n * T for a commit
+ *      covering n steps), both sums decayed by 3/4 a commit.
  *
  * States of the budget policy:
  *
@@ -76,7 +77,9 @@ typedef struct {
     double        t_all_ns;     /* every step's time less path commits (async fallback) */
     double        c_ns;         /* C: one commit's cost to the steps (EWMA; < 0: unknown) */
     double        writer_ns;    /* async: the writer's time for the last commit (< 0: none) */
-    double        overhead;     /* the measured fraction (EWMA over commits; < 0: unknown) */
+    double        overhead;     /* the measured fraction (< 0: unknown) */
+    double        ov_cost_ns;   /* ... its decayed sum of commit costs */
+    double        ov_time_ns;   /* ... and of the covered steps' time */
     int64_t       cover;        /* sync: the steps the commit being timed covers */
     int64_t       ovl_n;        /* async: steps the writer overlapped since its start */
     double        ovl_sum_ns;   /* ... their summed step times */

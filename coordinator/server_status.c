@@ -177,9 +177,11 @@ void
 sr__coord_log_commits(const coord *c)
 {
     SR_LOG(SR_LOG_NOTICE, "COORD-COMMITS",
-           "count=%" PRIu64 " mean_ms=%.3f max_ms=%.3f failures=%" PRIu64, atomic_load(&c->commits),
-           sr__coord_commit_mean_ms(c), atomic_load(&c->commit_max_us) / 1000.0,
-           atomic_load(&c->commit_failures));
+           "count=%" PRIu64 " mean_ms=%.3f max_ms=%.3f failures=%" PRIu64
+           " checkpoint_interval_steps=%" PRId64 " checkpoint_overhead_pct=%.2f",
+           atomic_load(&c->commits), sr__coord_commit_mean_ms(c),
+           atomic_load(&c->commit_max_us) / 1000.0, atomic_load(&c->commit_failures),
+           sr__ckpt_interval(&c->ckpt), 100 * sr__ckpt_overhead(&c->ckpt)); /* issue 28 */
 }
 
 /* At shutdown: what the WAL checkpoints of the committing connection did. */
