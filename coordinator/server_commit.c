@@ -232,6 +232,9 @@ sr__coord_ckpt_init(coord *c)
 int
 sr__coord_writer_poll(coord *c)
 {
+    if (!c->writer_started) {
+        return 0; /* not yet (or no longer) started: nothing to look at */
+    }
     pthread_mutex_lock(&c->wmu);
     int     busy = c->wjob != NULL;
     int64_t done = c->wcommitted;
