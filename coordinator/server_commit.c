@@ -320,12 +320,13 @@ sr__coord_async_snapshot(coord *c)
     }
     mark_clean(c);
     c->commit_wanted = 0;
+    /* issue 28: before the hand-over; the writer owns (and frees) j after it. */
+    sr__ckpt_started(&c->ckpt, c->global_step, now);
+    c->ckpt_overlap = 1;
     pthread_mutex_lock(&c->wmu);
     c->wjob = j;
     pthread_cond_signal(&c->wcv);
     pthread_mutex_unlock(&c->wmu);
-    sr__ckpt_started(&c->ckpt, j->cm.global_step, now); /* issue 28 */
-    c->ckpt_overlap = 1;
 }
 
 /* The store options of the coordinator's connections. */
