@@ -24,26 +24,6 @@
  * --checkpoint-every-steps 1 as well: not this policy's; not explained.) */
 #define ELEMS (1u << 18)
 
-/* `syncrep ARGS 2>&1` through a shell of our own: its output into out and
- * its exit status. */
-static int
-run_cli(const char *args, char *out, size_t cap)
-{
-    char   cmd[4096];
-    size_t got = 0, n;
-    FILE  *p;
-
-    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", sr_test_syncrep_bin(), args);
-    p = popen(cmd, "r");
-    assert_non_null(p);
-    while (got + 1 < cap && (n = fread(out + got, 1, cap - 1 - got, p)) > 0) {
-        got += n;
-    }
-    out[got] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void
 start(sr_harness *h, const char *commit)
 {
@@ -109,7 +89,7 @@ test_ckpt_budget_interval_status_and_kill9(void **state)
 
     /* The text view: the policy, the interval and the steps at risk. */
     snprintf(args, sizeof(args), "status --connect %s", h.endpoint);
-    assert_int_equal(run_cli(args, out, sizeof(out)), 0);
+    assert_int_equal(sr_harness_cli("", args, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "checkpoint budget 3 % (steady): a commit every "));
     assert_non_null(strstr(out, "measured overhead "));
     snprintf(args, sizeof(args), "%lld steps at risk (global 41, committed %lld)", risk, cm);
@@ -172,7 +152,7 @@ expect_refused(const sr_harness *h, const char *opts, const char *want)
     snprintf(args, sizeof(args),
              "coordinator --store %s --bind %s --replicas-to-aggregate 1 --learning-rate 0.1 %s",
              h->store, h->endpoint, opts);
-    int rc = run_cli(args, out, sizeof(out));
+    int rc = sr_harness_cli("", args, out, sizeof(out));
     if (rc != 2 || strstr(out, want) == NULL) {
         fprintf(stderr, "%s: exit %d, output:\n%s(wanted \"%s\")\n", opts, rc, out, want);
     }

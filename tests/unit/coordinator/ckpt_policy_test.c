@@ -12,10 +12,10 @@
 #define MS 1000000LL
 
 /* A --commit sync coordinator: each step takes step_ms; a due step is
- * committed at once, its commit (commit_ms) holding the next step back.
+ * committed at once, its commit (commit_us) holding the next step back.
  * Returns the number of commits; *now advances. */
 static int
-run_sync(sr_ckpt *p, int64_t *step, int64_t *now, int nsteps, int64_t step_ms, int64_t commit_ms)
+run_sync(sr_ckpt *p, int64_t *step, int64_t *now, int nsteps, int64_t step_ms, int64_t commit_us)
 {
     int commits = 0;
     for (int i = 0; i < nsteps; i++) {
@@ -23,8 +23,8 @@ run_sync(sr_ckpt *p, int64_t *step, int64_t *now, int nsteps, int64_t step_ms, i
         ++*step;
         if (sr__ckpt_step(p, *step, *now, 0)) {
             sr__ckpt_started(p, *step, *now);
-            sr__ckpt_cost(p, commit_ms * MS);
-            *now += commit_ms * MS;
+            sr__ckpt_cost(p, commit_us * 1000);
+            *now += commit_us * 1000;
             commits++;
         }
     }
@@ -51,14 +51,14 @@ test_ckpt_fixed_commits_every_k_and_measures(void **state)
     o.every = 3;
     sr__ckpt_init(&p, &o, 0, now);
     assert_int_equal(p.state, SR_CKPT_FIXED);
-    assert_int_equal(run_sync(&p, &step, &now, 9, 100, 30), 3); /* steps 3, 6, 9 */
+    assert_int_equal(run_sync(&p, &step, &now, 9, 100, 30000), 3); /* steps 3, 6, 9 */
     assert_int_equal(sr__ckpt_interval(&p), 3);
     assert_near(sr__ckpt_overhead(&p), 0.1, 1e-9); /* 30 ms per 3 x 100 ms */
     assert_int_equal(p.state, SR_CKPT_FIXED);
 
     o.every = 0; /* only at shutdown */
     sr__ckpt_init(&p, &o, 0, now);
-    assert_int_equal(run_sync(&p, &step, &now, 50, 100, 30), 0);
+    assert_int_equal(run_sync(&p, &step, &now, 50, 100, 30000), 0);
     assert_int_equal(sr__ckpt_interval(&p), 0);
     assert_near(sr__ckpt_overhead(&p), 0, 0);
 }
@@ -76,16 +76,16 @@ test_ckpt_budget_sync_probes_then_k_from_costs(void **state)
     assert_int_equal(sr__ckpt_interval(&p), 1);
     /* The first step is committed to measure C; the second measures T
      * without the 30 ms its predecessor's commit held it. */
-    assert_int_equal(run_sync(&p, &step, &now, 1, 100, 30), 1);
+    assert_int_equal(run_sync(&p, &step, &now, 1, 100, 30000), 1);
     assert_int_equal(p.state, SR_CKPT_PROBE);
-    assert_int_equal(run_sync(&p, &step, &now, 1, 100, 30), 0);
+    assert_int_equal(run_sync(&p, &step, &now, 1, 100, 30000), 0);
     assert_int_equal(p.state, SR_CKPT_STEADY);
     assert_near(p.t_ns, 100.0 * MS, 1);
     /* 30 ms within 3 % of 100 ms steps: every ceil(30 / 3) = 10 steps. */
     assert_int_equal(sr__ckpt_interval(&p), 10);
-    assert_int_equal(run_sync(&p, &step, &now, 9, 100, 30), 1); /* step 51 */
+    assert_int_equal(run_sync(&p, &step, &now, 9, 100, 30000), 1); /* step 51 */
     assert_int_equal(p.last_step, 51);
-    assert_int_equal(run_sync(&p, &step, &now, 100, 100, 30), 10);
+    assert_int_equal(run_sync(&p, &step, &now, 100, 100, 30000), 10);
     assert_near(sr__ckpt_overhead(&p), 0.03, 1e-3);
 }
 
@@ -99,18 +99,7 @@ test_ckpt_budget_small_model_commits_every_step(void **state)
 
     /* A 4 KiB model: 0.1 ms commits, 10 ms steps: 1 % each step. */
     sr__ckpt_init(&p, &o, 0, now);
-    assert_int_equal(run_sync(&p, &step, &now, 200, 10, 0) + 0, 200);
-    sr__ckpt_init(&p, &o, 0, now);
-    int n = 0;
-    for (int i = 0; i < 200; i++) {
-        now += 10 * MS;
-        if (sr__ckpt_step(&p, ++step, now, 0)) {
-            sr__ckpt_started(&p, step, now);
-            sr__ckpt_cost(&p, MS / 10);
-            now += MS / 10;
-            n++;
-        }
-    }
+    int n = run_sync(&p, &step, &now, 200, 10, 100);
     assert_int_equal(n, 200);
     assert_int_equal(sr__ckpt_interval(&p), 1);
     assert_near(sr__ckpt_overhead(&p), 0.01, 1e-6);
@@ -125,13 +114,13 @@ test_ckpt_budget_k_follows_changed_costs(void **state)
     (void)state;
 
     sr__ckpt_init(&p, &o, 0, now);
-    run_sync(&p, &step, &now, 100, 100, 30);
+    run_sync(&p, &step, &now, 100, 100, 30000);
     assert_int_equal(sr__ckpt_interval(&p), 10);
-    run_sync(&p, &step, &now, 600, 100, 60); /* the disk got slower */
+    run_sync(&p, &step, &now, 600, 100, 60000); /* the disk got slower */
     assert_int_equal(sr__ckpt_interval(&p), 20);
-    run_sync(&p, &step, &now, 300, 50, 60); /* and the steps faster */
+    run_sync(&p, &step, &now, 300, 50, 60000); /* and the steps faster */
     assert_int_equal(sr__ckpt_interval(&p), 40);
-    run_sync(&p, &step, &now, 300, 100, 3); /* a faster disk */
+    run_sync(&p, &step, &now, 300, 100, 3000); /* a faster disk */
     assert_int_equal(sr__ckpt_interval(&p), 1);
 }
 
@@ -145,17 +134,17 @@ test_ckpt_budget_bounds_steps_and_seconds(void **state)
 
     o.max_steps = 8; /* the budget alone would say ceil(50 / 1) = 50 */
     sr__ckpt_init(&p, &o, 0, now);
-    run_sync(&p, &step, &now, 20, 100, 50);
+    run_sync(&p, &step, &now, 20, 100, 50000);
     assert_int_equal(sr__ckpt_interval(&p), 8);
-    assert_int_equal(run_sync(&p, &step, &now, 80, 100, 50), 10);
+    assert_int_equal(run_sync(&p, &step, &now, 80, 100, 50000), 10);
 
     o.max_steps = 0;
     o.max_ns = 1000 * MS; /* at least every second: every 10 steps of 100 ms */
     sr__ckpt_init(&p, &o, 0, now);
-    run_sync(&p, &step, &now, 20, 100, 50);
+    run_sync(&p, &step, &now, 20, 100, 50000);
     assert_int_equal(sr__ckpt_interval(&p), 50);
     int64_t before = p.last_step;
-    int     n = run_sync(&p, &step, &now, 100, 100, 50);
+    int     n = run_sync(&p, &step, &now, 100, 100, 50000);
     assert_true(n >= 9 && n <= 10);
     assert_true(p.last_step - before <= 100);
     assert_true(now - p.last_ns < 1100 * MS);
@@ -227,10 +216,10 @@ test_ckpt_one_pause_is_not_a_step_time(void **state)
     (void)state;
 
     sr__ckpt_init(&p, &o, 0, now);
-    run_sync(&p, &step, &now, 50, 100, 30);
+    run_sync(&p, &step, &now, 50, 100, 30000);
     assert_int_equal(sr__ckpt_interval(&p), 10);
     now += 60000 * MS; /* a minute with no worker */
-    run_sync(&p, &step, &now, 1, 100, 30);
+    run_sync(&p, &step, &now, 1, 100, 30000);
     /* Counted as 4 x 100 ms at most: T about 175 ms, not 15 s. */
     assert_true(p.t_ns < 200.0 * MS);
     assert_true(sr__ckpt_interval(&p) >= 5);
