@@ -53,7 +53,8 @@ static const char usage_text[] =
     "                     [--targets coordinator,chief,worker,worker-loss,join]\n"
     "                     [--resize 4,3,5] [--resize-runtime] [--min-replicas M]\n"
     "                     [--worker-timeout-ms MS]\n"
-    "                     [--checkpoint-every-steps K] [--commit sync|async]\n"
+    "                     [--checkpoint-every-steps K | --checkpoint-budget PCT]\n"
+    "                     [--commit sync|async]\n"
     "                     [--optimizer sgd|momentum|adam|adamw] [--partition-bytes B]\n"
     "                     [--weight-decay WD] [--nesterov] [--clip-norm C]\n"
     "                     [--lr-schedule constant|step|cosine|linear] [--warmup-steps W]\n"
@@ -79,7 +80,11 @@ static const char usage_text[] =
     "join starts a new task index; --resize-runtime resizes through `ctl` instead of\n"
     "at coordinator restarts; --min-replicas M lets steps go on with max(M, live).\n"
     "Then after each loss (the only fault in its window) the job must apply two\n"
-    "steps within the worker timeout + 1 s.\n";
+    "steps within the worker timeout + 1 s.\n"
+    "--checkpoint-budget PCT (issue 28) runs the coordinator's adaptive policy; each\n"
+    "coordinator kill's lost steps (the global step STATUS gave just before it, less\n"
+    "the step the next incarnation restored) are reported, and with --commit sync\n"
+    "must be fewer than the interval STATUS gave then.\n";
 
 static int
 parse_list(const char *s, int *out, int max)
@@ -106,6 +111,7 @@ parse_args(chaos *c, int argc, char **argv)
     long long v;
     double    d;
     int       have_targets = 0;
+    int       every_given = 0; /* issue 28 */
 
     c->workers = 0;
     c->R = 0;
@@ -174,6 +180,10 @@ parse_args(chaos *c, int argc, char **argv)
         } else if (strcmp(a, "--checkpoint-every-steps") == 0) {
             bad = sr_args_parse_i64(val, 1, 1000000, &v);
             c->checkpoint_every = (int)v;
+            every_given = 1;
+        } else if (strcmp(a, "--checkpoint-budget") == 0) { /* issue 28 */
+            bad = sr_args_parse_f64(val, &d) || !(d > 0 && d <= 100);
+            c->checkpoint_budget = d;
         } else if (strcmp(a, "--commit") == 0) {
             bad = strcmp(val, "sync") != 0 && strcmp(val, "async") != 0;
             c->commit_async = strcmp(val, "async") == 0;
@@ -246,6 +256,10 @@ parse_args(chaos *c, int argc, char **argv)
     }
     if ((c->elastic_targets[0] || c->elastic_targets[1]) && c->worker_timeout_ms == 0) {
         c->worker_timeout_ms = 1000; /* a loss is noticed in a second, not ten */
+    }
+    if (every_given && c->checkpoint_budget > 0) { /* issue 28 */
+        return sr_args_usage_error("chaos", "--checkpoint-budget and --checkpoint-every-steps "
+                                            "are two policies: give one");
     }
     return 0;
 }

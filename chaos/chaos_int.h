@@ -114,6 +114,18 @@ typedef struct {
     uint64_t loss_inc;
     int      loss_failed;
     char     loss_detail[256];
+    /* issue 28: --checkpoint-budget for the coordinator (0: --checkpoint-every-steps),
+     * and the steps each coordinator kill lost (chaos_run.c crash_start, crash_judge):
+     * the global step and interval STATUS gave just before it, against the step
+     * the next incarnation restored. */
+    double   checkpoint_budget;
+    int64_t  interval;   /* STATUS "interval_steps" at the last poll (-1: unknown) */
+    int      crash_open; /* a kill awaits the next incarnation */
+    int64_t  crash_gstep, crash_interval;
+    uint64_t crash_inc;
+    int      crash_n, crash_over; /* kills judged; of them losing more than the interval */
+    int64_t  crash_max_lost, crash_max_interval, crash_sum_lost;
+    char     crash_detail[200];
 } chaos;
 
 /* The role names reports print, by ROLE_*. */

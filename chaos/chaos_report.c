@@ -196,10 +196,12 @@ sr__chaos_report_write(chaos *c, const sr_chaos_check *checks, int nchecks, int 
                      "{\n  \"passed\": %s,\n  \"seed\": %" PRIu64 ",\n  \"global_step\": %" PRId64
                      ",\n  \"config\": {\"workers\": %d, \"replicas_to_aggregate\": %d, "
                      "\"total_replicas\": %d, \"duration_s\": %.1f, \"kill_every_s\": %.2f, "
-                     "\"checkpoint_every_steps\": %d, \"optimizer\": \"%s\", \"commit\": \"%s\", "
+                     "\"checkpoint_every_steps\": %d, \"checkpoint_budget_pct\": %g, "
+                     "\"optimizer\": \"%s\", \"commit\": \"%s\", "
                      "\"partition_bytes\": %" PRId64 ", \"model_api\": %s, \"targets\": [",
                      passed ? "true" : "false", c->seed, gstep, c->workers, c->R, c->M, c->duration,
-                     c->kill_every, c->checkpoint_every, sr__optim_name(c->optim.kind),
+                     c->kill_every, c->checkpoint_budget > 0 ? 0 : c->checkpoint_every,
+                     c->checkpoint_budget, sr__optim_name(c->optim.kind),
                      c->commit_async ? "async" : "sync", c->partition_bytes,
                      c->model_api ? "true" : "false");
     int first = 1;
@@ -218,11 +220,15 @@ sr__chaos_report_write(chaos *c, const sr_chaos_check *checks, int nchecks, int 
                      "  \"stops\": %d,\n  \"restarts\": {\"coordinator\": %d, \"chief\": %d, "
                      "\"worker\": %d, \"total\": %d},\n  \"resizes\": %d,\n  \"resumes\": %d,\n"
                      "  \"recovery_seconds\": {\"count\": %d, \"p50\": %.3f, \"max\": %.3f},\n"
+                     "  \"steps_lost_per_kill\": {\"count\": %d, \"max\": %" PRId64
+                     ", \"mean\": %.2f, \"max_interval\": %" PRId64 ", \"over_interval\": %d},\n"
                      "  \"interrupted\": %s,\n  \"invariants\": [\n",
                      c->kills[0], c->kills[1], c->kills[2], c->stops, c->restarts[0],
                      c->restarts[1], c->restarts[2],
                      c->restarts[0] + c->restarts[1] + c->restarts[2], c->resizes, c->resumes,
-                     c->nrecovery, p50, mx,
+                     c->nrecovery, p50, mx, c->crash_n, c->crash_max_lost,
+                     c->crash_n ? (double)c->crash_sum_lost / c->crash_n : 0.0,
+                     c->crash_max_interval, c->crash_over, /* issue 28 */
                      c->interrupted == 0        ? "null"
                      : c->interrupted == SIGINT ? "\"SIGINT\""
                                                 : "\"SIGTERM\"");

@@ -68,7 +68,11 @@ start_coordinator(chaos *c, int64_t resume_step)
     sr_coord_argv_opt(&a, "--learning-rate", "%.17g", c->optim.lr);
     sr_coord_argv_opt(&a, "--ema-decay", "%.17g", c->optim.ema_decay);
     sr_coord_argv_recipe(&a, &c->optim); /* issue 25: schedule, weight decay, clipping */
-    sr_coord_argv_opt(&a, "--checkpoint-every-steps", "%d", c->checkpoint_every);
+    if (c->checkpoint_budget > 0) {      /* issue 28 */
+        sr_coord_argv_opt(&a, "--checkpoint-budget", "%g", c->checkpoint_budget);
+    } else {
+        sr_coord_argv_opt(&a, "--checkpoint-every-steps", "%d", c->checkpoint_every);
+    }
     sr_coord_argv_opt(&a, "--keep-checkpoints", "5");
     sr_coord_argv_add(&a, "--step-log");
     sr_coord_argv_opt(&a, "--commit", "%s", c->commit_async ? "async" : "sync");
@@ -188,6 +192,9 @@ poll_status(chaos *c)
         free(json);
         return -1;
     }
+    if (sr__chaos_json_i64(json, "interval_steps", &c->interval)) { /* issue 28 */
+        c->interval = -1;
+    }
     free(json);
     c->restored = rs;
     c->gstep = g;
@@ -200,6 +207,48 @@ poll_status(chaos *c)
 }
 
 /* ---- running ------------------------------------------------------------ */
+
+/* issue 28: a coordinator kill is about to happen: the global step and the
+ * checkpoint interval just before it (unknown: not judged). */
+static void
+crash_start(chaos *c)
+{
+    c->crash_open = poll_status(c) == 0 && c->interval > 0;
+    c->crash_gstep = c->gstep;
+    c->crash_interval = c->interval;
+    c->crash_inc = c->inc;
+}
+
+/* issue 28: the incarnation after the kill answered: the steps it lost.
+ * With --commit sync a step the policy commits holds its tokens until the
+ * commit is done, so fewer than the interval are ever uncommitted; async
+ * may lose the writer's snapshot too (reported, not judged). */
+static void
+crash_judge(chaos *c)
+{
+    int64_t lost = c->crash_gstep - c->restored;
+
+    c->crash_open = 0;
+    if (lost < 0) {
+        lost = 0; /* more was committed than the last poll saw */
+    }
+    c->crash_n++;
+    c->crash_sum_lost += lost;
+    if (lost > c->crash_max_lost) {
+        c->crash_max_lost = lost;
+    }
+    if (c->crash_interval > c->crash_max_interval) {
+        c->crash_max_interval = c->crash_interval;
+    }
+    if (!c->commit_async && lost >= c->crash_interval && lost > 0) {
+        if (c->crash_over++ == 0) {
+            snprintf(c->crash_detail, sizeof(c->crash_detail),
+                     "a coordinator kill at step %" PRId64 " lost %" PRId64
+                     " steps (restored %" PRId64 "), not fewer than the interval %" PRId64,
+                     c->crash_gstep, lost, c->restored, c->crash_interval);
+        }
+    }
+}
 
 static void
 resize_to(chaos *c, int n)
@@ -537,7 +586,13 @@ sr__chaos_run(chaos *c)
                 c->loss_unjudged++; /* another fault in a loss's window */
                 c->loss_t = -1;
             }
+            if (f->role == ROLE_COORD && f->action == ACT_KILL) {
+                crash_start(c); /* issue 28 */
+            }
             do_fault(c, f, &at, &stopped, &resume);
+            if (resume == -2) {
+                c->crash_open = 0; /* a rewind loses steps on purpose */
+            }
             if (was_loss) {
                 pid_t *st[MAX_EVENTS];
                 int    ns = 0;
@@ -611,6 +666,9 @@ sr__chaos_run(chaos *c)
                 c->coord_restart_t = -1;
             }
             judge_loss_poll(c); /* issue 26 */
+            if (c->crash_open && c->inc != c->crash_inc) {
+                crash_judge(c); /* issue 28 */
+            }
             /* Liveness: a step applied since each restart. */
             for (int i = 0; i < c->npending; i++) {
                 int progressed = c->inc == c->pending_live_inc[i]
@@ -657,6 +715,18 @@ sr__chaos_run(chaos *c)
                 "timeout + 1 s)\n",
                 c->losses, c->loss_judged, c->loss_unjudged, c->joins, c->leaves, c->ctl_resizes,
                 c->ctl_failures, c->loss_worst_s);
+    }
+    if (c->crash_n > 0) { /* issue 28 */
+        fprintf(stderr,
+                "[chaos] steps lost per coordinator kill: %d judged, max %" PRId64
+                ", mean %.1f; the largest interval then %" PRId64 "%s\n",
+                c->crash_n, c->crash_max_lost, (double)c->crash_sum_lost / c->crash_n,
+                c->crash_max_interval,
+                c->commit_async ? " (async: the writer's snapshot may add to it)" : "");
+    }
+    if (c->crash_over > 0 && !c->liveness_failed) {
+        c->liveness_failed = 1;
+        snprintf(c->liveness_detail, sizeof(c->liveness_detail), "%s", c->crash_detail);
     }
     if (c->ctl_failures > 0 && !c->liveness_failed) {
         c->liveness_failed = 1;

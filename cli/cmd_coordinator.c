@@ -59,6 +59,13 @@ static const char usage_text[] =
     "                                L2 norm <= C (torch clip_grad_norm_; 0 = off)\n"
     "  --ema-decay D                 keep exponential moving averages of the variables\n"
     "  --checkpoint-every-steps N    default 1 (every step durable); 0 = only on shutdown\n"
+    "  --checkpoint-budget PCT       instead of a fixed interval: commit as often as keeps\n"
+    "                                the measured commit cost within PCT % of the steps'\n"
+    "                                time (every step for a small model, every k for a\n"
+    "                                big one, k following the costs; docs/operations.md)\n"
+    "  --checkpoint-max-steps K      with a budget: commit at least every K steps\n"
+    "  --checkpoint-max-seconds S    with a budget: commit at least every S seconds\n"
+    "                                (a budget and --checkpoint-every-steps: refused)\n"
     "  --keep-checkpoints K          retained restorable steps (default 3)\n"
     "  --keep-every-steps E          also keep the first committed step of every E\n"
     "                                steps (sparse history to roll back to after a\n"
@@ -155,6 +162,7 @@ sr__cli_coordinator(int argc, char **argv)
 {
     sr_coord_opts o;
     long long     v;
+    int           every_given = 0; /* issue 28: --checkpoint-every-steps on the line */
 
     sr_coord_opts_default(&o);
     o.R = 0;
@@ -242,8 +250,18 @@ sr__cli_coordinator(int argc, char **argv)
             o.optim.ema = 1;
             o.given |= SR_COORD_GIVEN_EMA;
         } else if (strcmp(a, "--checkpoint-every-steps") == 0) {
-            bad = sr_args_parse_i64(val, 0, 1LL << 40, &v);
+            bad = sr_args_parse_i64(val, 0, 1LL << 30, &v);
             o.checkpoint_every = (int)v;
+            every_given = 1;
+        } else if (strcmp(a, "--checkpoint-budget") == 0) { /* issue 28 */
+            bad = sr_args_parse_f64(val, &o.checkpoint_budget_pct) ||
+                  !(o.checkpoint_budget_pct > 0 && o.checkpoint_budget_pct <= 100);
+        } else if (strcmp(a, "--checkpoint-max-steps") == 0) {
+            bad = sr_args_parse_i64(val, 1, 1LL << 40, &v);
+            o.checkpoint_max_steps = (int64_t)v;
+        } else if (strcmp(a, "--checkpoint-max-seconds") == 0) {
+            bad = sr_args_parse_f64(val, &o.checkpoint_max_seconds) ||
+                  !(o.checkpoint_max_seconds > 0 && o.checkpoint_max_seconds <= 1e9);
         } else if (strcmp(a, "--store-page-kib") == 0) {
             bad = sr_args_parse_i64(val, 1, 64, &v) || (v & (v - 1)) != 0;
             o.store_page_size = (int)v * 1024;
@@ -392,6 +410,15 @@ sr__cli_coordinator(int argc, char **argv)
     if (o.admin_keys != NULL && o.curve_secret_key_file == NULL) {
         return sr_args_usage_error("coordinator", "--admin-keys needs CURVE "
                                                   "(--curve-secret-key-file, --authorized-keys)");
+    }
+    if (every_given && o.checkpoint_budget_pct > 0) { /* issue 28 */
+        return sr_args_usage_error("coordinator",
+                                   "--checkpoint-budget and --checkpoint-every-steps are two "
+                                   "policies: give one (bound a budget with "
+                                   "--checkpoint-max-steps)");
+    }
+    if (sr_coord_check_checkpoint(&o) != SR_OK) {
+        return sr_args_usage_error("coordinator", "%s", sr_errdetail());
     }
     int k = o.init_tokens >= 0 ? o.init_tokens : o.R;
     if (k < o.R - o.N) {

@@ -343,6 +343,28 @@ print_human(const char *json, const watch_prev *prev, double now_s, int list_ten
         }
         printf("\n");
     }
+    const char *ck = strstr(json, "\"checkpoint\":{"); /* issue 28: the steps at risk */
+    if (ck != NULL) {
+        char pol[16], st[16], k[32], risk[32];
+        field(ck, "policy", pol, sizeof(pol));
+        if (strcmp(pol, "budget") == 0) {
+            printf("checkpoint budget %s %% (%s): ", field(ck, "budget_pct", a, sizeof(a)),
+                   field(ck, "state", st, sizeof(st)));
+        } else {
+            printf("checkpoint every-steps: ");
+        }
+        field(ck, "interval_steps", k, sizeof(k));
+        if (strcmp(k, "0") == 0) {
+            printf("only at shutdown");
+        } else {
+            printf("a commit every %s step%s", k, strcmp(k, "1") == 0 ? "" : "s");
+        }
+        printf(", measured overhead %.2f %% (commit %s ms, step %s ms); %s steps at risk "
+               "(global %lld, committed %s)\n",
+               100 * num(ck, "overhead_ratio"), field(ck, "commit_cost_ms", b, sizeof(b)),
+               field(ck, "step_ms", d, sizeof(d)), field(ck, "steps_at_risk", risk, sizeof(risk)),
+               gs, field(json, "committed_step", e, sizeof(e)));
+    }
     long long sum[4] = {0, 0, 0, 0};
     int       live = 0;
     for (size_t i = 0; i < nrows; i++) {

@@ -74,6 +74,12 @@ typedef struct {
     int min_replicas;       /* M: steps go on with R' = max(M, live) replicas when fewer
                                than R are live; 0 (default): R, never fewer */
     const char *admin_keys; /* with CURVE: the client public keys that may use ctl */
+    /* issue 28: the checkpoint budget (coordinator/ckpt_policy.h, docs/operations.md). */
+    double checkpoint_budget_pct;   /* > 0: commit as often as keeps the measured commit cost
+                                       within PCT % of the steps' time (checkpoint_every is
+                                       then unused); 0: checkpoint_every */
+    int64_t checkpoint_max_steps;   /* with a budget: commit at least every K steps (0: none) */
+    double  checkpoint_max_seconds; /* with a budget: commit at least every S s (0: none) */
 } sr_coord_opts;
 
 /* The job's recipe: the options a store keeps from one start to the next
@@ -103,6 +109,11 @@ enum {
 
 /* Defaults for everything but store_path, R and optim.lr. */
 void sr_coord_opts_default(sr_coord_opts *o);
+
+/* issue 28: SR_EINVAL, naming the option, when the checkpoint options do not
+ * fit: a budget outside (0, 100], a negative bound, or a bound without a
+ * budget.  sr_coord_run checks it too; the CLI first, for a usage error. */
+sr_err sr_coord_check_checkpoint(const sr_coord_opts *o);
 
 /* Run until *stop becomes nonzero (then finish the step in progress within
  * grace_ms, commit, and return SR_OK).  Returns an error when start-up fails

@@ -209,6 +209,13 @@ sr_metrics_render(const sr_metrics_snapshot *s, sr_strbuf *b)
     scalar_i(b, "syncrep_global_step", "gauge", "Steps applied to the model.", s->global_step);
     scalar_i(b, "syncrep_committed_step", "gauge",
              "The latest step committed durably to the store.", s->committed_step);
+    /* issue 28: the steps at risk are global - committed, at most this many. */
+    scalar_i(b, "syncrep_checkpoint_interval_steps", "gauge",
+             "Steps between commits the checkpoint policy uses now (0: only at shutdown).",
+             s->checkpoint_interval_steps);
+    family(b, "syncrep_checkpoint_overhead_ratio", "gauge",
+           "The measured commit cost as a fraction of the steps' time.");
+    sr_strbuf_printf(b, "syncrep_checkpoint_overhead_ratio %.6f\n", s->checkpoint_overhead_ratio);
     scalar_i(b, "syncrep_replicas_to_aggregate", "gauge",
              "R (--replicas-to-aggregate): gradients averaged per variable per step, as "
              "configured.",

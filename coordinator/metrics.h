@@ -81,9 +81,11 @@ typedef struct {
     double                 start_time_unix_s;
     int                    model_ready, done;
     int64_t                global_step, committed_step;
-    int                    replicas_configured; /* R */
-    int                    replicas_effective;  /* the R steps are taken with now */
-    int                    total_replicas;      /* N */
+    int64_t                checkpoint_interval_steps; /* issue 28: the policy's k (0: never) */
+    double                 checkpoint_overhead_ratio; /* its measured overhead, a fraction */
+    int                    replicas_configured;       /* R */
+    int                    replicas_effective;        /* the R steps are taken with now */
+    int                    total_replicas;            /* N */
     uint64_t               workers_live;
     uint64_t               tokens_available;
     uint64_t               pushes_accepted, pushes_stale, pushes_duplicate, pushes_rejected;

@@ -272,9 +272,11 @@ periodic(coord *c)
         c->steps_per_s = c->last_rate_ms ? (c->global_step - c->last_rate_step) / secs : 0.0;
         if (c->last_rate_ms && c->global_step != c->last_rate_step) {
             SR_LOG(SR_LOG_INFO, "COORD-STEP",
-                   "global_step=%" PRId64 " committed=%" PRId64 " steps_per_s=%.2f lr=%.9g",
+                   "global_step=%" PRId64 " committed=%" PRId64 " steps_per_s=%.2f lr=%.9g"
+                   " checkpoint_interval_steps=%" PRId64 " checkpoint_overhead_pct=%.2f",
                    c->global_step, c->committed_step, c->steps_per_s,
-                   sr__optim_lr_at(&c->o->optim, c->global_step)); /* issue 25 */
+                   sr__optim_lr_at(&c->o->optim, c->global_step),                   /* issue 25 */
+                   sr__ckpt_interval(&c->ckpt), 100 * sr__ckpt_overhead(&c->ckpt)); /* 28 */
         }
         c->last_rate_ms = now;
         c->last_rate_step = c->global_step;
@@ -468,6 +470,9 @@ sr_coord_run(const sr_coord_opts *o, volatile sig_atomic_t *stop)
                        "--init-tokens %d is too few to finish the first step: need at least "
                        "R - N = %d",
                        k, o->R - o->N);
+    }
+    if ((rc = sr_coord_check_checkpoint(o)) != SR_OK) { /* issue 28 */
+        return rc;
     }
     sr__coord_init(&c, o);
     /* The endpoint checked and bound before the store counts an incarnation:

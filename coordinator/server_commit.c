@@ -9,7 +9,10 @@
  * sr__coord_async_snapshot hands a job to the writer thread (writer_main),
  * which commits it on its own connection; sr__coord_writer_stop brings back
  * a job it could not commit.  Both go through timed_commit, counted for
- * STATUS.  The policy that decides when to commit is server_step.c's.
+ * STATUS.  The policy that decides when to commit is ckpt_policy.c's,
+ * asked by server_step.c; the commits here tell it what they cost
+ * (issue 28: sync, the commit's time on the step's path; async, the
+ * writer's time and which steps it overlapped, sr__coord_writer_poll).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -193,13 +196,59 @@ sr__coord_commit_now(coord *c)
     if (rc != SR_OK) {
         return rc;
     }
+    int64_t t0 = sr_clock_now_ns();
     rc = timed_commit(c, c->st, &j->cm);
     if (rc == SR_OK) {
         c->committed_step = c->global_step;
         mark_clean(c);
+        /* issue 28: on the loop's thread, so on the step's path: C. */
+        sr__ckpt_started(&c->ckpt, c->global_step, t0);
+        sr__ckpt_cost(&c->ckpt, (int64_t)atomic_load(&c->commit_last_us) * 1000);
     }
     sr__coord_job_free(j);
     return rc;
+}
+
+/* issue 28: the checkpoint policy of c's options, from the step it starts at. */
+void
+sr__coord_ckpt_init(coord *c)
+{
+    sr_ckpt_opts po;
+
+    po.budget_pct = c->o->checkpoint_budget_pct;
+    po.every = c->o->checkpoint_every;
+    po.max_steps = c->o->checkpoint_max_steps;
+    po.max_ns = (int64_t)(c->o->checkpoint_max_seconds * 1e9);
+    po.async = c->o->commit_async;
+    sr__ckpt_init(&c->ckpt, &po, c->global_step, sr_clock_now_ns());
+    c->ckpt_logged_k = sr__ckpt_interval(&c->ckpt);
+}
+
+/* issue 28, --commit async: what the writer did since the last look.  A
+ * commit it finished gives the policy the writer's time, and it and a job
+ * still in hand mark the step in progress as overlapped (ckpt_overlap).
+ * Also brings committed_step up to the writer's.  Returns 1 while the
+ * writer holds a job. */
+int
+sr__coord_writer_poll(coord *c)
+{
+    if (!c->writer_started) {
+        return 0; /* not yet (or no longer) started: nothing to look at */
+    }
+    pthread_mutex_lock(&c->wmu);
+    int     busy = c->wjob != NULL;
+    int64_t done = c->wcommitted;
+    pthread_mutex_unlock(&c->wmu);
+    c->committed_step = done;
+    if (done != c->ckpt_wseen) {
+        c->ckpt_wseen = done;
+        sr__ckpt_cost(&c->ckpt, (int64_t)atomic_load(&c->commit_last_us) * 1000);
+        c->ckpt_overlap = 1;
+    }
+    if (busy) {
+        c->ckpt_overlap = 1;
+    }
+    return busy;
 }
 
 /* The writer thread (--commit async): commits the jobs the loop hands it, one
@@ -255,11 +304,8 @@ void
 sr__coord_async_snapshot(coord *c)
 {
     commit_job *j = NULL;
+    int         idle = !sr__coord_writer_poll(c);
 
-    pthread_mutex_lock(&c->wmu);
-    int idle = c->wjob == NULL;
-    c->committed_step = c->wcommitted;
-    pthread_mutex_unlock(&c->wmu);
     if (!idle || !c->commit_wanted) {
         return;
     }
@@ -274,6 +320,9 @@ sr__coord_async_snapshot(coord *c)
     }
     mark_clean(c);
     c->commit_wanted = 0;
+    /* issue 28: before the hand-over; the writer owns (and frees) j after it. */
+    sr__ckpt_started(&c->ckpt, c->global_step, now);
+    c->ckpt_overlap = 1;
     pthread_mutex_lock(&c->wmu);
     c->wjob = j;
     pthread_cond_signal(&c->wcv);
@@ -313,6 +362,7 @@ sr__coord_writer_start(coord *c)
     pthread_mutex_init(&c->wmu, NULL);
     pthread_cond_init(&c->wcv, NULL);
     c->wcommitted = c->committed_step;
+    c->ckpt_wseen = c->committed_step; /* issue 28 */
     if (pthread_create(&c->writer, NULL, writer_main, c) != 0) {
         return sr_fail(SR_ENOMEM, "cannot start the commit writer thread");
     }

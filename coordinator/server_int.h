@@ -20,6 +20,7 @@
 #include <zmq.h>
 
 #include "coordinator/auth.h"
+#include "coordinator/ckpt_policy.h"
 #include "coordinator/coord_int.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/metrics.h"
@@ -332,8 +333,14 @@ typedef struct coord {
      * their time (summed, longest, last), and how many failed. */
     _Atomic uint64_t commits, commit_us, commit_max_us, commit_last_us, commit_failures;
     int64_t          last_snapshot_ns; /* when the last one was handed over */
-    void            *scratch[2];       /* aligned copies of small, misaligned frames */
-    size_t           scratch_cap[2];
+    /* issue 28: the checkpoint policy (ckpt_policy.h), fed by commit_step
+     * and the commit paths; the loop's thread only. */
+    sr_ckpt ckpt;
+    int64_t ckpt_wseen;    /* async: the writer's last commit the policy was told of */
+    int     ckpt_overlap;  /* async: the writer was busy during the step in progress */
+    int64_t ckpt_logged_k; /* the interval the last COORD-CKPT-INTERVAL line gave */
+    void   *scratch[2];    /* aligned copies of small, misaligned frames */
+    size_t  scratch_cap[2];
     /* A sparse push split by partition: indices, rows, per-partition counts. */
     int64_t  *sp_idx;
     uint8_t  *sp_rows;
@@ -464,6 +471,10 @@ void   sr__coord_store_opts(const sr_coord_opts *o, sr_store_opts *so);
 sr_err sr__coord_writer_start(coord *c);
 /* Stop the writer; a job it could not commit is committed by the loop. */
 sr_err sr__coord_writer_stop(coord *c);
+/* issue 28: start c->ckpt from c's options at c->global_step. */
+void sr__coord_ckpt_init(coord *c);
+/* issue 28, async: feed the policy what the writer did; 1 while it is busy. */
+int sr__coord_writer_poll(coord *c);
 
 /* ---- server_peers.c: clients, held answers, parked tokens -------------- */
 
@@ -619,6 +630,8 @@ void sr__coord_status_json(coord *c, sr_strbuf *b);
 /* The shutdown log's COORD-COMMITS and COORD-WAL-CKPT lines. */
 void sr__coord_log_commits(const coord *c);
 void sr__coord_log_wal_checkpoints(const coord *c);
+/* issue 28: ,"checkpoint":{policy, interval, overhead, steps at risk} for STATUS. */
+void sr__coord_ckpt_json(const coord *c, sr_strbuf *b);
 
 /* ---- server_metrics.c: issue 26, the metrics ---------------------------- */
 

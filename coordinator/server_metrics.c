@@ -236,6 +236,8 @@ sr__coord_metrics_publish(coord *c, int force)
     s.done = c->state == COORD_DONE;
     s.global_step = c->global_step;
     s.committed_step = c->committed_step;
+    s.checkpoint_interval_steps = sr__ckpt_interval(&c->ckpt); /* issue 28 */
+    s.checkpoint_overhead_ratio = sr__ckpt_overhead(&c->ckpt);
     s.replicas_configured = c->o->R;
     s.replicas_effective = sr__coord_metrics_replicas_effective(c);
     s.total_replicas = c->o->N;

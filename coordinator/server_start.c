@@ -579,6 +579,7 @@ sr__coord_start(coord *c)
     c->global_step = info.global_step;
     c->committed_step = info.global_step;
     c->restored_step = info.global_step;
+    sr__coord_ckpt_init(c); /* issue 28: the restored step counts as committed */
     sr_strbuf_init(&cfg);
     sr_strbuf_printf(&cfg,
                      "{\"replicas_to_aggregate\":%d,\"total_replicas\":%d,"
@@ -587,6 +588,12 @@ sr__coord_start(coord *c)
                      o->R, o->N, o->checkpoint_every, o->step_log ? "true" : "false",
                      o->commit_async ? "async" : "sync", o->sync_normal ? "normal" : "full");
     sr_strbuf_printf(&cfg, ",\"optim_formula\":%d", SR_OPTIM_FORMULA); /* issue 25 */
+    /* issue 28: operational, like --checkpoint-every-steps: recorded, free
+     * to change on a restart (not part of the recipe). */
+    sr_strbuf_printf(&cfg,
+                     ",\"checkpoint_budget_pct\":%g,\"checkpoint_max_steps\":%" PRId64
+                     ",\"checkpoint_max_seconds\":%g",
+                     o->checkpoint_budget_pct, o->checkpoint_max_steps, o->checkpoint_max_seconds);
     /* The recipe, read back by the next start (sr_coord_resolve_opts). */
     for (int i = 0; i < RC_COUNT; i++) {
         char v[64];
@@ -622,10 +629,15 @@ sr__coord_start(coord *c)
     SR_LOG(SR_LOG_NOTICE, "COORD-START",
            "store=%s incarnation=%" PRIu64 " restored_step=%" PRId64 " variables=%zu ready=%d "
            "R=%d N=%d optimizer=%s lr_schedule=%s lr=%.9g keep_checkpoints=%d "
-           "keep_every_steps=%" PRId64,
+           "keep_every_steps=%" PRId64 " checkpoint=%s checkpoint_every_steps=%d "
+           "checkpoint_budget_pct=%g checkpoint_max_steps=%" PRId64
+           " checkpoint_max_seconds=%g commit=%s",
            o->store_path, c->incarnation, c->global_step, c->nvars, info.model_ready, o->R, o->N,
            sr__optim_name(o->optim.kind), sr__lr_name(o->optim.lr_schedule),
-           sr__optim_lr_at(&o->optim, c->global_step), o->keep_checkpoints, info.keep_every_steps);
+           sr__optim_lr_at(&o->optim, c->global_step), o->keep_checkpoints, info.keep_every_steps,
+           o->checkpoint_budget_pct > 0 ? "budget" : "every",
+           o->checkpoint_budget_pct > 0 ? 0 : o->checkpoint_every, o->checkpoint_budget_pct,
+           o->checkpoint_max_steps, o->checkpoint_max_seconds, o->commit_async ? "async" : "sync");
     sr__coord_wait_model(c);
     if (info.model_ready) {
         sr__coord_serve(c);
@@ -764,6 +776,30 @@ sr__coord_init(coord *c, const sr_coord_opts *o)
     c->io.send_msg = zmq_io_send_msg;
     c->io.now_ms = clock_now_ms;
     sr__tokens_init(&c->tokens);
+    sr__coord_ckpt_init(c); /* issue 28: again from the restored step at start */
+}
+
+sr_err
+sr_coord_check_checkpoint(const sr_coord_opts *o)
+{
+    if (o->checkpoint_budget_pct != 0 &&
+        !(o->checkpoint_budget_pct > 0 && o->checkpoint_budget_pct <= 100)) {
+        return sr_fail(SR_EINVAL, "--checkpoint-budget %g is not a percentage in (0, 100]",
+                       o->checkpoint_budget_pct);
+    }
+    if (o->checkpoint_max_steps < 0 || !(o->checkpoint_max_seconds >= 0)) {
+        return sr_fail(SR_EINVAL,
+                       "--checkpoint-max-steps %" PRId64
+                       " and --checkpoint-max-seconds %g must be >= 0",
+                       o->checkpoint_max_steps, o->checkpoint_max_seconds);
+    }
+    if (!(o->checkpoint_budget_pct > 0) &&
+        (o->checkpoint_max_steps > 0 || o->checkpoint_max_seconds > 0)) {
+        return sr_fail(SR_EINVAL, "--checkpoint-max-steps and --checkpoint-max-seconds bound "
+                                  "a --checkpoint-budget; give one (with a fixed interval, "
+                                  "--checkpoint-every-steps is the bound)");
+    }
+    return SR_OK;
 }
 
 void

@@ -152,8 +152,29 @@ sr__coord_status_json(coord *c, sr_strbuf *b)
                      ",\"variables\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
                      c->piggy_whole, c->piggy_delta, c->piggy_vars, c->piggy_bytes);
     sr__coord_packs_json(c, b);          /* issue 23: a model's tensors by name */
+    sr__coord_ckpt_json(c, b);           /* issue 28: the steps at risk */
     sr__coord_members_json(c, b);        /* issue 26: elastic */
     sr__coord_metrics_status_json(c, b); /* issue 26: the metrics' fields, and the closing } */
+}
+
+/* issue 28: ,"checkpoint":{...}: the policy, its current interval and
+ * measured overhead, and the steps a crash would lose now. */
+void
+sr__coord_ckpt_json(const coord *c, sr_strbuf *b)
+{
+    const sr_ckpt *p = &c->ckpt;
+    double         t = p->t_ns >= 0 ? p->t_ns : p->t_all_ns;
+
+    sr_strbuf_printf(b,
+                     ",\"checkpoint\":{\"policy\":\"%s\",\"state\":\"%s\","
+                     "\"budget_pct\":%g,\"max_steps\":%" PRId64 ",\"max_seconds\":%g,"
+                     "\"interval_steps\":%" PRId64 ",\"overhead_ratio\":%.6f,"
+                     "\"step_ms\":%.3f,\"commit_cost_ms\":%.3f,\"steps_at_risk\":%" PRId64 "}",
+                     p->state == SR_CKPT_FIXED ? "every" : "budget", sr__ckpt_state_name(p->state),
+                     c->o->checkpoint_budget_pct, c->o->checkpoint_max_steps,
+                     c->o->checkpoint_max_seconds, sr__ckpt_interval(p), sr__ckpt_overhead(p),
+                     t > 0 ? t / 1e6 : 0.0, p->c_ns > 0 ? p->c_ns / 1e6 : 0.0,
+                     c->global_step - c->committed_step);
 }
 
 /* At shutdown, after the last commit: how many store commits, their time. */
@@ -161,9 +182,11 @@ void
 sr__coord_log_commits(const coord *c)
 {
     SR_LOG(SR_LOG_NOTICE, "COORD-COMMITS",
-           "count=%" PRIu64 " mean_ms=%.3f max_ms=%.3f failures=%" PRIu64, atomic_load(&c->commits),
-           sr__coord_commit_mean_ms(c), atomic_load(&c->commit_max_us) / 1000.0,
-           atomic_load(&c->commit_failures));
+           "count=%" PRIu64 " mean_ms=%.3f max_ms=%.3f failures=%" PRIu64
+           " checkpoint_interval_steps=%" PRId64 " checkpoint_overhead_pct=%.2f",
+           atomic_load(&c->commits), sr__coord_commit_mean_ms(c),
+           atomic_load(&c->commit_max_us) / 1000.0, atomic_load(&c->commit_failures),
+           sr__ckpt_interval(&c->ckpt), 100 * sr__ckpt_overhead(&c->ckpt)); /* issue 28 */
 }
 
 /* At shutdown: what the WAL checkpoints of the committing connection did. */

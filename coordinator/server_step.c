@@ -7,7 +7,8 @@
  *   this file        sr__coord_step_took: every accumulator taken?
  *                    apply_step: apply_var on each trainable variable,
  *                      then global step + 1
- *                    commit_step: the checkpoint policy (every k steps)
+ *                    commit_step: the checkpoint policy (ckpt_policy.c:
+ *                      every k steps, or a budget's measured k)
  *                      --commit sync:  sr__coord_commit_and_release: commit,
  *                                      then release_tokens; a failed commit
  *                                      holds the tokens, retried by the loop
@@ -174,8 +175,30 @@ apply_var(coord *c, cvar *v, int64_t t, const sr_optim *so)
     v->fresh_from = c->global_step + 1;
 }
 
+/* issue 28: one COORD-CKPT-INTERVAL line when the budget's interval moves
+ * by a quarter or more, so the log always says how many steps are at risk. */
+static void
+log_interval(coord *c)
+{
+    int64_t k = sr__ckpt_interval(&c->ckpt);
+    int64_t was = c->ckpt_logged_k;
+
+    if (c->ckpt.state == SR_CKPT_FIXED || k == was || (k * 4 < was * 5 && k * 5 > was * 4)) {
+        return;
+    }
+    c->ckpt_logged_k = k;
+    SR_LOG(SR_LOG_INFO, "COORD-CKPT-INTERVAL",
+           "global_step=%" PRId64 " committed_step=%" PRId64 " interval_steps=%" PRId64
+           " was=%" PRId64 " step_ms=%.3f commit_ms=%.3f overhead_pct=%.2f budget_pct=%g",
+           c->global_step, c->committed_step, k, was,
+           (c->ckpt.t_ns >= 0 ? c->ckpt.t_ns : c->ckpt.t_all_ns) / 1e6, c->ckpt.c_ns / 1e6,
+           100 * sr__ckpt_overhead(&c->ckpt), c->o->checkpoint_budget_pct);
+}
+
 /* The commit policy, after step g's apply (global_step is now g + 1):
- * every --checkpoint-every-steps k steps the step is committed, and its
+ * when the checkpoint policy says (ckpt_policy.h: every
+ * --checkpoint-every-steps k steps, or a --checkpoint-budget's measured
+ * interval) the step is committed, and its
  * max(N, R') tokens (R' the replicas in force, server_members.c) are released after the commit
  * (--commit sync) or at once while the writer commits a snapshot (--commit async: a crash may lose
  * this step, never an older committed one; docs/performance.md).  Other
@@ -185,7 +208,16 @@ commit_step(coord *c)
 {
     int    r = sr__coord_replicas_effective(c); /* issue 26: R' of the next step */
     size_t ntok = (size_t)(c->o->N > r ? c->o->N : r);
-    int    due = c->o->checkpoint_every > 0 && c->global_step % c->o->checkpoint_every == 0;
+    int    overlapped = 0;
+
+    if (c->o->commit_async) {
+        /* Overlapped: the writer was busy at some point of this step. */
+        int busy = sr__coord_writer_poll(c);
+        overlapped = c->ckpt_overlap;
+        c->ckpt_overlap = busy;
+    }
+    int due = sr__ckpt_step(&c->ckpt, c->global_step, sr_clock_now_ns(), overlapped);
+    log_interval(c);
 
     if (due && c->o->commit_async) {
         c->commit_wanted = 1;

@@ -60,6 +60,8 @@ typedef struct {
      * declared beside the model and never pulled (the token used to carry
      * them all every step). */
     int frozen;
+    /* issue 28: > 0: --checkpoint-budget PCT instead of --checkpoint-every-steps */
+    double budget_pct;
 } run_cfg;
 
 enum { MANY_CALLS = 1, MANY_MODEL = 2 };
@@ -106,17 +108,22 @@ typedef struct {
 
 /* Result of one run. */
 typedef struct {
-    double   value;         /* GB/s (row 1) or steps/s */
-    int64_t  steps;         /* in the window */
-    double   step_ms;       /* window / steps */
-    double   server_faults; /* coordinator / receiver page faults per step */
-    double   worker_faults; /* page faults per step per worker */
-    double   wall_s;        /* the whole run: start-up, warm-up, window, shutdown */
-    double   push_ms, pull_ms, step_wait_ms; /* per step, mean over workers */
-    double   server_cpu;                     /* coordinator / receiver CPU share of a core */
-    double   worker_cpu;                     /* mean worker CPU share of a core */
-    double   hwm_mib;                        /* coordinator VmHWM before shutdown */
-    char     wal[240]; /* its store commits and WAL checkpoints (log_store_lines) */
+    double  value;                          /* GB/s (row 1) or steps/s */
+    int64_t steps;                          /* in the window */
+    double  step_ms;                        /* window / steps */
+    double  server_faults;                  /* coordinator / receiver page faults per step */
+    double  worker_faults;                  /* page faults per step per worker */
+    double  wall_s;                         /* the whole run: start-up, warm-up, window, shutdown */
+    double  push_ms, pull_ms, step_wait_ms; /* per step, mean over workers */
+    double  server_cpu;                     /* coordinator / receiver CPU share of a core */
+    double  worker_cpu;                     /* mean worker CPU share of a core */
+    double  hwm_mib;                        /* coordinator VmHWM before shutdown */
+    char    wal[240]; /* its store commits and WAL checkpoints (log_store_lines) */
+    /* issue 28, from the shutdown's COORD-COMMITS line: the store commits of
+     * the whole run, the policy's interval at the end and its measured
+     * overhead in % (-1: no such line); steps_total: the last global step. */
+    int64_t  commits, ckpt_interval, steps_total;
+    double   ckpt_overhead_pct;
     uint64_t stale, duplicate, resends;
     int64_t  checked, wrong;
 } run_res;
@@ -181,14 +188,17 @@ void    kill_all(bench *b);
 pid_t   fork_child(bench *b);
 void    print_log_tail(const char *path);
 void    log_store_lines(const char *log, char *out, size_t len);
-pid_t   spawn_coordinator(bench *b, const run_cfg *c, const char *store, const char *endpoint,
-                          const char *log);
-int     wait_bound(bench *b, pid_t pid, const char *sock_path, int timeout_ms);
-int     stop_process(bench *b, pid_t pid, int timeout_ms);
-int     wait_children(bench *b, const pid_t *pids, int n, int timeout_ms, pid_t watch,
-                      const char *what);
-void    remove_run_files(const char *dir, const char *stem);
-void    report_child_errors(const shm *sh, int n, const char *what);
+/* issue 28: r's commits, ckpt_interval and ckpt_overhead_pct from the log's
+ * COORD-COMMITS line (-1 each when there is none). */
+void  log_ckpt_line(const char *log, run_res *r);
+pid_t spawn_coordinator(bench *b, const run_cfg *c, const char *store, const char *endpoint,
+                        const char *log);
+int   wait_bound(bench *b, pid_t pid, const char *sock_path, int timeout_ms);
+int   stop_process(bench *b, pid_t pid, int timeout_ms);
+int   wait_children(bench *b, const pid_t *pids, int n, int timeout_ms, pid_t watch,
+                    const char *what);
+void  remove_run_files(const char *dir, const char *stem);
+void  report_child_errors(const shm *sh, int n, const char *what);
 
 /* perf_worker.c */
 int sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh);

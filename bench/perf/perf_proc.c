@@ -304,6 +304,35 @@ log_store_lines(const char *log, char *out, size_t len)
     snprintf(out, len, "%s%s%s", cm, cm[0] && ck[0] ? "  " : "", ck);
 }
 
+void
+log_ckpt_line(const char *log, run_res *r)
+{
+    FILE    *f = fopen(log, "r");
+    char     line[512];
+    uint64_t n, fails;
+    double   mean_ms, max_ms;
+
+    r->commits = r->ckpt_interval = -1;
+    r->ckpt_overhead_pct = -1;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        const char *q = strstr(line, "COORD-COMMITS ");
+        int64_t     k;
+        double      pct;
+        if (q != NULL &&
+            sscanf(q + 14,
+                   "count=%" SCNu64 " mean_ms=%lf max_ms=%lf failures=%" SCNu64
+                   " checkpoint_interval_steps=%" SCNd64 " checkpoint_overhead_pct=%lf",
+                   &n, &mean_ms, &max_ms, &fails, &k, &pct) == 6) {
+            r->commits = (int64_t)n;
+            r->ckpt_interval = k;
+            r->ckpt_overhead_pct = pct;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+}
+
 pid_t
 spawn_coordinator(bench *b, const run_cfg *c, const char *store, const char *endpoint,
                   const char *log)
@@ -314,7 +343,11 @@ spawn_coordinator(bench *b, const run_cfg *c, const char *store, const char *end
     sr_coord_argv_init(&a, b->syncrep, store, endpoint);
     sr_coord_argv_opt(&a, "--replicas-to-aggregate", "%d", c->W);
     sr_coord_argv_opt(&a, "--learning-rate", "%s", LR_TEXT);
-    sr_coord_argv_opt(&a, "--checkpoint-every-steps", "%d", c->ckpt);
+    if (c->budget_pct > 0) { /* issue 28 */
+        sr_coord_argv_opt(&a, "--checkpoint-budget", "%g", c->budget_pct);
+    } else {
+        sr_coord_argv_opt(&a, "--checkpoint-every-steps", "%d", c->ckpt);
+    }
     sr_coord_argv_opt(&a, "--sync", "%s", c->sync_normal ? "normal" : "full");
     if (c->page_kib > 0) {
         sr_coord_argv_opt(&a, "--store-page-kib", "%d", c->page_kib);

@@ -162,6 +162,8 @@ sync_run(bench *b, const run_cfg *c, run_res *r)
     r->checked = s0->checked;
     r->wrong = s0->wrong;
     log_store_lines(log, r->wal, sizeof(r->wal));
+    log_ckpt_line(log, r); /* issue 28 */
+    r->steps_total = s0->final_step;
     remove_run_files(b->dir, stem);
     r->wall_s = (double)(now_ns() - t_run) / 1e9;
     return 0;

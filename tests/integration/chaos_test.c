@@ -149,6 +149,39 @@ test_chaos_checkpoint_every_5_partitioned_passes(void **state)
                           "--partition-bytes 32");
 }
 
+/* issue 28: the adaptive policy (--checkpoint-budget 3) under coordinator,
+ * chief and worker kills for 15 s: every invariant holds, and each judged
+ * coordinator kill lost fewer steps than the interval STATUS gave just
+ * before it (the report's steps_lost_per_kill). */
+static void
+test_chaos_checkpoint_budget_passes_and_reports_losses(void **state)
+{
+    char *dir = sr_test_mkdtemp("chaosb"), out[600], *rep;
+    (void)state;
+
+    snprintf(out, sizeof(out), "%s/run", dir);
+    int rc = chaos(out,
+                   "--workers 3 --replicas-to-aggregate 3 --duration 15 --seed 28 "
+                   "--kill-every 1.0 --checkpoint-budget 3",
+                   &rep);
+    if (rc != 0) {
+        fprintf(stderr, "%s\n", rep);
+    }
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(rep, "\"passed\": true"));
+    assert_non_null(strstr(rep, "\"checkpoint_budget_pct\": 3,"));
+    const char *l = strstr(rep, "\"steps_lost_per_kill\"");
+    assert_non_null(l);
+    fprintf(stderr, "steps lost per kill: %ld judged, max %ld, largest interval %ld\n",
+            json_int(l, "count"), json_int(l, "max"), json_int(l, "max_interval"));
+    assert_true(json_int(l, "count") >= 1);
+    assert_int_equal(json_int(l, "over_interval"), 0);
+    assert_true(json_int(l, "max") < json_int(l, "max_interval") || json_int(l, "max") == 0);
+    free(rep);
+    sr_test_rmdir_rf(dir);
+    free(dir);
+}
+
 /* issue 26: a worker lost for several timeouts under --min-replicas 2,
  * new task indexes joining, resizes through ctl and coordinator kills, in
  * 20 s; every invariant holds (replay with each step's recorded R', no step
@@ -474,6 +507,7 @@ main(void)
         cmocka_unit_test(test_chaos_30s_all_roles_resize_passes),
         cmocka_unit_test(test_chaos_verifier_catches_each_corruption),
         cmocka_unit_test(test_chaos_checkpoint_every_5_partitioned_passes),
+        cmocka_unit_test(test_chaos_checkpoint_budget_passes_and_reports_losses),
         cmocka_unit_test(test_chaos_async_commit_passes),
         cmocka_unit_test(test_chaos_adamw_cosine_clip_passes),
         cmocka_unit_test(test_chaos_elastic_loss_join_ctl_resize_passes),

@@ -151,3 +151,21 @@ sr_harness_log_count(const sr_harness *h, const char *needle)
 {
     return sr_harness_file_count(h->log, needle);
 }
+
+int
+sr_harness_cli(const char *env, const char *args, char *out, size_t cap)
+{
+    char   cmd[4096];
+    size_t got = 0, n;
+    FILE  *p;
+
+    snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", env, sr_test_syncrep_bin(), args);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    while (got + 1 < cap && (n = fread(out + got, 1, cap - 1 - got, p)) > 0) {
+        got += n;
+    }
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}

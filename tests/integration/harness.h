@@ -41,6 +41,11 @@ int sr_harness_file_count(const char *path, const char *needle);
 /* The number of lines of the coordinator's log containing `needle`. */
 int sr_harness_log_count(const sr_harness *h, const char *needle);
 
+/* Run `ENV syncrep ARGS 2>&1` through a shell of our own (env: variable
+ * assignments or ""): its output into out (truncated to cap), and its
+ * exit status (-1 when it did not exit). */
+int sr_harness_cli(const char *env, const char *args, char *out, size_t cap);
+
 /* Open a client for task `task` (fails the test on error). */
 sr_client *sr_harness_client(sr_harness *h, int task);
 

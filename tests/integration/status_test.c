@@ -44,24 +44,14 @@ read_key(sr_harness *h, const char *file, char key[41])
     fclose(f);
 }
 
-/* Run `env syncrep status ARGS` through a shell of our own (2>&1); its
- * output into out and its exit status. */
+/* `env syncrep status ARGS` (sr_harness_cli): its output and exit status. */
 static int
 run_status(const char *env, const char *args, char *out, size_t cap)
 {
-    char   cmd[4096];
-    size_t got = 0, n;
-    FILE  *p;
+    char a[3100];
 
-    snprintf(cmd, sizeof(cmd), "%s %s status %s 2>&1", env, sr_test_syncrep_bin(), args);
-    p = popen(cmd, "r");
-    assert_non_null(p);
-    while (got + 1 < cap && (n = fread(out + got, 1, cap - 1 - got, p)) > 0) {
-        got += n;
-    }
-    out[got] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(a, sizeof(a), "status %s", args);
+    return sr_harness_cli(env, a, out, cap);
 }
 
 static int

@@ -46,6 +46,14 @@ static const char expected[] =
     "# HELP syncrep_committed_step The latest step committed durably to the store.\n"
     "# TYPE syncrep_committed_step gauge\n"
     "syncrep_committed_step 41\n"
+    "# HELP syncrep_checkpoint_interval_steps Steps between commits the checkpoint policy uses "
+    "now (0: only at shutdown).\n"
+    "# TYPE syncrep_checkpoint_interval_steps gauge\n"
+    "syncrep_checkpoint_interval_steps 12\n"
+    "# HELP syncrep_checkpoint_overhead_ratio The measured commit cost as a fraction of the "
+    "steps' time.\n"
+    "# TYPE syncrep_checkpoint_overhead_ratio gauge\n"
+    "syncrep_checkpoint_overhead_ratio 0.029500\n"
     "# HELP syncrep_replicas_to_aggregate R (--replicas-to-aggregate): gradients averaged per "
     "variable per step, as configured.\n"
     "# TYPE syncrep_replicas_to_aggregate gauge\n"
@@ -146,6 +154,8 @@ fill(sr_metrics_snapshot *s, sr_metrics_task *t)
     s->model_ready = 1;
     s->global_step = 42;
     s->committed_step = 41;
+    s->checkpoint_interval_steps = 12; /* issue 28 */
+    s->checkpoint_overhead_ratio = 0.0295;
     s->replicas_configured = 2;
     s->replicas_effective = 2;
     s->total_replicas = 3;
