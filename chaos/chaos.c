@@ -297,6 +297,12 @@ sr__chaos_main(int argc, char **argv)
         free(c);
         return 0;
     }
+    char why[256];
+    if (c->net_target && sr__chaos_net_check(why, sizeof(why)) != 0) { /* before anything is made */
+        fprintf(stderr, "syncrep chaos: --targets network: %s\n", why);
+        free(c);
+        return 2;
+    }
     if (mkdir(c->out, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "syncrep chaos: mkdir %s: %s\n", c->out, strerror(errno));
         free(c);

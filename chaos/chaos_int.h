@@ -146,9 +146,9 @@ typedef struct {
 /* The network fault kinds' names (report, plan), by ACT_NET_* - ACT_NET_LINK. */
 extern const char *const sr__chaos_net_kind_name[NET_KINDS];
 
-/* chaos_run.c (issue 27): build the namespace network for c (refused with a
- * message on stderr without root, ip or nft: -1) and point c->endpoint at
- * the coordinator's host. */
+/* chaos_run.c (issue 27): build the namespace network for c (the caller
+ * ran sr__chaos_net_check) and point c->endpoint at the coordinator's host;
+ * -1 with the reason on stderr. */
 int sr__chaos_net_setup(chaos *c);
 
 /* The role names reports print, by ROLE_*. */
