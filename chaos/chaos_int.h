@@ -141,6 +141,12 @@ typedef struct {
     int          net_faults[NET_KINDS], net_skipped, net_errors;
     netrec       netrec[MAX_NETREC];
     int          nnetrec;
+    /* issue 27: processes that exited by themselves (nobody killed them):
+     * noted, restarted 0.5 s later, and liveness fails naming the first.
+     * exited_at by task, [MAX_WORKERS] the coordinator; 0: none pending. */
+    int    self_exits;
+    double exited_at[MAX_WORKERS + 1];
+    char   self_exit_detail[160];
 } chaos;
 
 /* The network fault kinds' names (report, plan), by ACT_NET_* - ACT_NET_LINK. */

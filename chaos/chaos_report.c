@@ -309,7 +309,7 @@ sr__chaos_report_write(chaos *c, const sr_chaos_check *checks, int nchecks, int 
         sr_strbuf_json_str(&b, c->ev[i].what);
         sr_strbuf_printf(&b, "}");
     }
-    sr_strbuf_printf(&b, "\n  ]");
+    sr_strbuf_printf(&b, "\n  ],\n  \"self_exits\": %d", c->self_exits);
     report_net(c, &b); /* issue 27 */
     sr_strbuf_printf(&b, "\n}\n");
     snprintf(path, sizeof(path), "%s/report.json", c->out);

@@ -120,6 +120,30 @@ start_worker(chaos *c, int task)
     c->wpid[task] = spawn(c, argv, log, task + 1);
 }
 
+static void note(chaos *c, int role, int task, const char *what);
+
+/* A process the harness did not kill exited (every kill reaps its own):
+ * issue 27, a worker that gave up with an error stalled a run with R = N
+ * for ever, unseen.  Noted, restarted 0.5 s later (sr__chaos_run), and the
+ * run fails liveness naming it. */
+static void
+self_exit(chaos *c, int role, int task, int st)
+{
+    double t = sr_clock_now_ms() / 1000.0 - c->t0;
+    c->exited_at[role == ROLE_COORD ? MAX_WORKERS : task] = t;
+    c->self_exits++;
+    note(c, role, task, "exited");
+    fprintf(stderr, "[chaos] %s %d exited by itself (%s %d) at %.1fs\n", sr__chaos_role_name[role],
+            task, WIFEXITED(st) ? "exit status" : "signal",
+            WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), t);
+    if (c->self_exits == 1) {
+        snprintf(c->self_exit_detail, sizeof(c->self_exit_detail),
+                 "%s %d exited by itself (%s %d) at %.1fs: see its log", sr__chaos_role_name[role],
+                 task, WIFEXITED(st) ? "exit status" : "signal",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), t);
+    }
+}
+
 static void
 reap_all(chaos *c)
 {
@@ -128,10 +152,12 @@ reap_all(chaos *c)
     while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
         if (p == c->coord) {
             c->coord = 0;
+            self_exit(c, ROLE_COORD, 0, st);
         }
         for (int i = 0; i < MAX_WORKERS; i++) {
             if (c->wpid[i] == p) {
                 c->wpid[i] = 0;
+                self_exit(c, i == 0 ? ROLE_CHIEF : ROLE_WORKER, i, st);
             }
         }
     }
@@ -826,6 +852,23 @@ sr__chaos_run(chaos *c)
             up[i] = up[--nup];
             i--;
         }
+        /* Processes that exited by themselves, 0.5 s later (issue 27). */
+        for (int i = 0; i <= MAX_WORKERS; i++) {
+            int h = i == MAX_WORKERS ? 0 : i + 1;
+            if (c->exited_at[i] <= 0 || t < c->exited_at[i] + 0.5 ||
+                (c->net_up && net_powered_off(c, h))) {
+                continue;
+            }
+            c->exited_at[i] = 0;
+            if (i == MAX_WORKERS && c->coord <= 0) {
+                restart_coordinator(c, t, 0, -1);
+            } else if (i < c->nworkers && c->wpid[i] <= 0) {
+                start_worker(c, i);
+                c->restarts[i == 0 ? ROLE_CHIEF : ROLE_WORKER]++;
+                note(c, i == 0 ? ROLE_CHIEF : ROLE_WORKER, i, "restart");
+                expect_progress(c);
+            }
+        }
         int polled = poll_status(c) == 0;
         if (c->net_up) {
             net_poll(c, now_s(c), up, nup, polled); /* issue 27 */
@@ -899,6 +942,13 @@ sr__chaos_run(chaos *c)
         c->liveness_failed = 1;
         snprintf(c->liveness_detail, sizeof(c->liveness_detail),
                  "%d resize(s) through ctl were refused or not applied", c->ctl_failures);
+    }
+    if (c->self_exits > 0 && !c->liveness_failed) { /* issue 27 */
+        c->liveness_failed = 1;
+        snprintf(c->liveness_detail, sizeof(c->liveness_detail),
+                 "%d process(es) exited by "
+                 "themselves; the first: %s",
+                 c->self_exits, c->self_exit_detail);
     }
     if (c->nrecovery == 0 && c->restarts[ROLE_COORD] > 0) {
         c->liveness_failed = 1;
