@@ -50,7 +50,8 @@ on_signal(int sig)
 static const char usage_text[] =
     "usage: syncrep chaos --workers N --replicas-to-aggregate R [--total-replicas M]\n"
     "                     --duration SECONDS --seed S [--kill-every SECONDS]\n"
-    "                     [--targets coordinator,chief,worker,worker-loss,join]\n"
+    "                     [--targets coordinator,chief,worker,worker-loss,join,\n"
+    "                                process,network]\n"
     "                     [--resize 4,3,5] [--resize-runtime] [--min-replicas M]\n"
     "                     [--worker-timeout-ms MS]\n"
     "                     [--checkpoint-every-steps K | --checkpoint-budget PCT]\n"
@@ -84,7 +85,11 @@ static const char usage_text[] =
     "--checkpoint-budget PCT (issue 28) runs the coordinator's adaptive policy; each\n"
     "coordinator kill's lost steps (the global step STATUS gave just before it, less\n"
     "the step the next incarnation restored) are reported, and with --commit sync\n"
-    "must be fewer than the interval STATUS gave then.\n";
+    "must be fewer than the interval STATUS gave then.\n"
+    "Network (issue 27, root): network runs the job in a namespace network (a host\n"
+    "each, TCP on 198.18.0.0/24) and cuts a host's link, partitions one way, drops\n"
+    "5-30 % of packets or powers a host off, 2-8 s each; process = the coordinator,\n"
+    "chief and worker kills.  Without root, ip or nft it refuses (exit 2).\n";
 
 static int
 parse_list(const char *s, int *out, int max)
@@ -216,6 +221,14 @@ parse_args(chaos *c, int argc, char **argv)
             snprintf(buf, sizeof(buf), "%s", val);
             for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
                 int k;
+                if (strcmp(tok, "network") == 0) { /* issue 27 */
+                    c->net_target = 1;
+                    continue;
+                }
+                if (strcmp(tok, "process") == 0) { /* issue 27: every role's process */
+                    c->targets[0] = c->targets[1] = c->targets[2] = 1;
+                    continue;
+                }
                 if (strcmp(tok, "worker-loss") == 0 || strcmp(tok, "join") == 0) {
                     c->elastic_targets[tok[0] == 'j'] = 1; /* issue 26 */
                     continue;
@@ -292,12 +305,25 @@ sr__chaos_main(int argc, char **argv)
         for (int i = 0; i < c->nplan; i++) {
             const fault             *f = &c->plan[i];
             static const char *const act[] = {"kill", "stop", "loss", "join", "ctl-resize"};
+            if (f->action >= ACT_NET_LINK) { /* issue 27 */
+                printf("%8.3f %-11s task %-2d net-%-6s down %.3f host %d dir %d pct %d\n", f->t,
+                       sr__chaos_role_name[f->role], f->task,
+                       sr__chaos_net_kind_name[f->action - ACT_NET_LINK], f->down_s, f->net_host,
+                       f->dir, f->pct);
+                continue;
+            }
             printf("%8.3f %-11s task %-2d %-4s down %.3f resize %d resume %d\n", f->t,
                    sr__chaos_role_name[f->role], f->task, act[f->action], f->down_s, f->resize_to,
                    f->resume);
         }
         free(c);
         return 0;
+    }
+    char why[256];
+    if (c->net_target && sr__chaos_net_check(why, sizeof(why)) != 0) { /* before anything is made */
+        fprintf(stderr, "syncrep chaos: --targets network: %s\n", why);
+        free(c);
+        return 2;
     }
     if (mkdir(c->out, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "syncrep chaos: mkdir %s: %s\n", c->out, strerror(errno));
@@ -315,6 +341,10 @@ sr__chaos_main(int argc, char **argv)
         snprintf(abs, sizeof(abs), "%s", c->out);
     }
     snprintf(c->endpoint, sizeof(c->endpoint), "ipc://%s/coord.sock", abs);
+    if (c->net_target && sr__chaos_net_setup(c) != 0) { /* issue 27: tcp:// in the network */
+        free(c);
+        return 2;
+    }
     for (int i = 0; i < 1024; i++) {
         c->max_committed_before_inc[i] = -1;
     }
@@ -328,8 +358,21 @@ sr__chaos_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if ((rc = sr_status_client_open(&c->status, c->endpoint)) != SR_OK) {
+    /* In the network the harness watches from the coordinator's host: the
+     * status client's I/O thread starts there (chaos_net.h), so network faults
+     * never hide the steps from it. */
+    int saved_ns = -1;
+    if (c->net_up && sr__chaos_net_enter(&c->net, 0, &saved_ns) != 0) {
+        rc = sr_fail(SR_EINVAL, "cannot enter the coordinator's host namespace");
+    } else {
+        rc = sr_status_client_open(&c->status, c->endpoint);
+        sr__chaos_net_leave(saved_ns);
+    }
+    if (rc != SR_OK) {
         fprintf(stderr, "syncrep chaos: %s\n", sr_errdetail());
+        if (c->net_up) {
+            sr__chaos_net_down(c->net.prefix);
+        }
         free(c);
         return 2;
     }
@@ -345,6 +388,9 @@ sr__chaos_main(int argc, char **argv)
     }
     sr_status_client_close(c->status);
     c->status = NULL;
+    if (c->net_up) {
+        sr__chaos_net_down(c->net.prefix); /* every namespace, veth and rule it made */
+    }
 
     /* Verify from the store. */
     memset(checks, 0, sizeof(checks));

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "chaos/chaos.h"
+#include "chaos/chaos_net.h"
 #include "tools/status_client.h"
 
 #define MAX_WORKERS  64
@@ -28,6 +29,11 @@ enum { ACT_KILL = 0, ACT_STOP = 1 };
  * CTL (role ROLE_COORD, resize_to), no process restarted. */
 enum { ACT_LOSS = 2, ACT_JOIN = 3, ACT_RESIZE = 4 };
 #define MAX_JOINED 8 /* task indexes a run's joins add at most beyond its size */
+/* issue 27: faults over the namespace network (--targets network): a host's
+ * cable pulled, a one-way partition, a packet-loss burst, a power loss. */
+enum { ACT_NET_LINK = 5, ACT_NET_ONEWAY = 6, ACT_NET_LOSS = 7, ACT_NET_POWER = 8 };
+#define NET_KINDS  4
+#define MAX_NETREC 1024
 
 /* A planned fault: drawn entirely from the seed, before anything runs. */
 typedef struct {
@@ -38,7 +44,20 @@ typedef struct {
     double down_s;    /* until the restart / SIGCONT */
     int    resize_to; /* coordinator: worker count after the restart (0 = same) */
     int    resume;    /* coordinator: restart with --resume-from-step */
+    /* issue 27: a network fault's host (0 the coordinator's, i worker i-1's),
+     * one-way direction (1 host -> c dropped, 2 c -> host) and loss % */
+    int net_host, dir, pct;
 } fault;
+
+/* issue 27: a network fault as it ran, for the report. */
+typedef struct {
+    int      kind; /* ACT_NET_* - ACT_NET_LINK */
+    int      host, dir, pct;
+    double   start, until, end; /* end < 0: still on */
+    double   next_s;            /* end to the next applied step; < 0: none seen */
+    int64_t  step_end;
+    uint64_t inc_end;
+} netrec;
 
 /* Something that happened, for the timeline and the report. */
 typedef struct {
@@ -126,7 +145,30 @@ typedef struct {
     int      crash_n, crash_over; /* kills judged; of them losing more than the interval */
     int64_t  crash_max_lost, crash_max_interval, crash_sum_lost;
     char     crash_detail[200];
+    /* issue 27: the namespace network (chaos.c options, chaos_plan.c,
+     * chaos_run.c, chaos_net.c). */
+    int          net_target; /* --targets network */
+    int          net_up;     /* the network is built: processes run in its hosts */
+    sr_chaos_net net;
+    int          net_busy[SR_NET_MAX_HOSTS]; /* a network fault on that host now */
+    int          net_faults[NET_KINDS], net_skipped, net_errors;
+    netrec       netrec[MAX_NETREC];
+    int          nnetrec;
+    /* issue 27: processes that exited by themselves (nobody killed them):
+     * noted, restarted 0.5 s later, and liveness fails naming the first.
+     * exited_at by task, [MAX_WORKERS] the coordinator; 0: none pending. */
+    int    self_exits;
+    double exited_at[MAX_WORKERS + 1];
+    char   self_exit_detail[160];
 } chaos;
+
+/* The network fault kinds' names (report, plan), by ACT_NET_* - ACT_NET_LINK. */
+extern const char *const sr__chaos_net_kind_name[NET_KINDS];
+
+/* chaos_run.c (issue 27): build the namespace network for c (the caller
+ * ran sr__chaos_net_check) and point c->endpoint at the coordinator's host;
+ * -1 with the reason on stderr. */
+int sr__chaos_net_setup(chaos *c);
 
 /* The role names reports print, by ROLE_*. */
 extern const char *const sr__chaos_role_name[3];

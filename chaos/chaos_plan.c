@@ -53,13 +53,41 @@ plan_elastic(chaos *c, sr_chaos_rng *r, fault *f, int *size, int *rz)
     }
 }
 
+/* issue 27: a network fault (kind 6): a host among the coordinator's and
+ * the workers' of the current size; its cable pulled, a one-way partition
+ * (a worker's host; either direction), a loss burst of 5..30 % or a power
+ * loss, for 2..8 s (around the 5 s heartbeat timeout), ending before the
+ * quiet tail so that recovery shows. */
+static void
+plan_network(chaos *c, sr_chaos_rng *r, fault *f, int size)
+{
+    double u = sr_chaos_rng_unit(r);
+    int    host = (int)(sr_chaos_rng_next(r) % (uint64_t)(size + 1));
+    int    kind = u < 0.3 ? 0 : u < 0.55 ? 1 : u < 0.8 ? 2 : 3;
+
+    if (kind == 1 && host == 0) {
+        host = 1 + (int)(sr_chaos_rng_next(r) % (uint64_t)size);
+    }
+    f->action = ACT_NET_LINK + kind;
+    f->net_host = host;
+    f->role = host == 0 ? ROLE_COORD : host == 1 ? ROLE_CHIEF : ROLE_WORKER;
+    f->task = host == 0 ? 0 : host - 1;
+    f->dir = 1 + (int)(sr_chaos_rng_next(r) % 2);
+    f->pct = 5 + (int)(sr_chaos_rng_next(r) % 26);
+    f->down_s = 2.0 + 6.0 * sr_chaos_rng_unit(r);
+    if (f->t + f->down_s > c->duration - QUIET_TAIL_S) {
+        double d = c->duration - QUIET_TAIL_S - f->t;
+        f->down_s = d > 0.5 ? d : 0.5;
+    }
+}
+
 void
 sr__chaos_plan_make(chaos *c)
 {
     sr_chaos_rng r;
     double       t = 0;
     int          ntargets = 0, size = c->workers, rz = 0, resumed = 0;
-    int          roles[6];
+    int          roles[7];
 
     sr_chaos_rng_seed(&r, c->seed);
     for (int i = 0; i < 3; i++) {
@@ -77,6 +105,9 @@ sr__chaos_plan_make(chaos *c)
     if (c->resize_runtime && c->nresize > 0) {
         roles[ntargets++] = 5;
     }
+    if (c->net_target) {
+        roles[ntargets++] = 6; /* issue 27: a network fault */
+    }
     if (ntargets == 0 || c->kill_every <= 0) {
         return;
     }
@@ -89,6 +120,10 @@ sr__chaos_plan_make(chaos *c)
         memset(f, 0, sizeof(*f));
         f->t = t;
         f->role = roles[sr_chaos_rng_next(&r) % (uint64_t)ntargets];
+        if (f->role == 6) {
+            plan_network(c, &r, f, size);
+            continue;
+        }
         if (f->role >= 3) {
             plan_elastic(c, &r, f, &size, &rz);
             continue;

@@ -28,6 +28,7 @@
 
 const char *const        sr__chaos_role_name[3] = {"coordinator", "chief", "worker"};
 static const char *const role_color[3] = {"#d62728", "#1f77b4", "#ff7f0e"};
+static const char *const net_color[NET_KINDS] = {"#2ca02c", "#9467bd", "#8c564b", "#17becf"};
 
 /* ---- report ------------------------------------------------------------- */
 
@@ -130,6 +131,21 @@ sr__chaos_report_svg(chaos *c)
                 restart ? "stroke-dasharray=\"4 3\"" : "", e->t, sr__chaos_role_name[e->role],
                 e->what, e->task);
     }
+    /* issue 27: a network fault is a band from its start to its end, in a
+     * colour of its kind, thin on top of the plot (under the step line). */
+    for (int i = 0; i < c->nnetrec; i++) {
+        const netrec *r = &c->netrec[i];
+        double        end = r->end >= 0 ? r->end : tmax;
+        fprintf(f,
+                "<rect class=\"net-%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                "fill=\"%s\" opacity=\"0.22\"><title>%.2fs-%.2fs network %s, host %d%s; next "
+                "step %.3f s after</title></rect>\n",
+                sr__chaos_net_kind_name[r->kind], X(r->start), T + ph * 0.5,
+                X(end) - X(r->start) > 1 ? X(end) - X(r->start) : 1, ph * 0.5, net_color[r->kind],
+                r->start, end, sr__chaos_net_kind_name[r->kind], r->host,
+                r->kind == 1 ? (r->dir == 1 ? " (to c dropped)" : " (from c dropped)") : "",
+                r->next_s);
+    }
     if (c->interrupted) {
         fprintf(f,
                 "<text class=\"interrupted\" x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\">"
@@ -170,10 +186,63 @@ sr__chaos_report_svg(chaos *c)
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">R</text>\n", x0 + 6, y + 20);
         fprintf(f, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\">rewind</text>\n", xt, y + 20);
     }
+    for (int k = 0; c->net_up && k < NET_KINDS; k++) { /* issue 27 */
+        double y = T + 10 + 3 * 54 + 34 + k * 16, x0 = L + pw + 14, xt = L + pw + 40;
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"20\" height=\"10\" fill=\"%s\" "
+                "opacity=\"0.22\"/>\n",
+                x0, y - 5, net_color[k]);
+        fprintf(f, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\">network %s</text>\n", xt, y + 4,
+                sr__chaos_net_kind_name[k]);
+    }
     fprintf(f, "</svg>\n");
 #undef X
 #undef Y
     fclose(f);
+}
+
+/* issue 27: the network faults, each with its start, end and the time from
+ * its end to the next applied step (null: none seen before the run ended). */
+static void
+report_net(const chaos *c, sr_strbuf *b)
+{
+    double v[MAX_NETREC];
+    int    n = 0;
+
+    if (!c->net_up) {
+        return;
+    }
+    for (int i = 0; i < c->nnetrec; i++) {
+        if (c->netrec[i].next_s >= 0) {
+            v[n++] = c->netrec[i].next_s;
+        }
+    }
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    sr_strbuf_printf(b,
+                     ",\n  \"network\": {\"faults\": {\"link\": %d, \"oneway\": %d, \"loss\": %d, "
+                     "\"power\": %d}, \"skipped\": %d, \"not_applied\": %d, "
+                     "\"next_step_seconds\": {\"count\": %d, \"p50\": %.3f, \"max\": %.3f}},\n"
+                     "  \"network_faults\": [",
+                     c->net_faults[0], c->net_faults[1], c->net_faults[2], c->net_faults[3],
+                     c->net_skipped, c->net_errors, n, n ? v[(n - 1) / 2] : 0.0,
+                     n ? v[n - 1] : 0.0);
+    for (int i = 0; i < c->nnetrec; i++) {
+        const netrec *r = &c->netrec[i];
+        sr_strbuf_printf(b,
+                         "%s\n    {\"kind\": \"%s\", \"host\": %d, \"direction\": %s, "
+                         "\"loss_pct\": %d, \"start\": %.3f, \"end\": %.3f, \"next_step_s\": ",
+                         i ? "," : "", sr__chaos_net_kind_name[r->kind], r->host,
+                         r->kind != 1  ? "null"
+                         : r->dir == 1 ? "\"to-coordinator\""
+                                       : "\"from-coordinator\"",
+                         r->pct, r->start, r->end);
+        if (r->next_s >= 0) {
+            sr_strbuf_printf(b, "%.3f}", r->next_s);
+        } else {
+            sr_strbuf_printf(b, "null}");
+        }
+    }
+    sr_strbuf_printf(b, "\n  ]");
 }
 
 int
@@ -247,7 +316,9 @@ sr__chaos_report_write(chaos *c, const sr_chaos_check *checks, int nchecks, int 
         sr_strbuf_json_str(&b, c->ev[i].what);
         sr_strbuf_printf(&b, "}");
     }
-    sr_strbuf_printf(&b, "\n  ]\n}\n");
+    sr_strbuf_printf(&b, "\n  ],\n  \"self_exits\": %d", c->self_exits);
+    report_net(c, &b); /* issue 27 */
+    sr_strbuf_printf(&b, "\n}\n");
     snprintf(path, sizeof(path), "%s/report.json", c->out);
     if (sr_strbuf_result(&b, &text) != SR_OK || (f = fopen(path, "w")) == NULL) {
         sr_strbuf_free(&b);

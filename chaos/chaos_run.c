@@ -47,13 +47,22 @@ now_s(const chaos *c)
 
 /* ---- processes ---------------------------------------------------------- */
 
+/* host: in the namespace network (issue 27), the host it runs on (0 the
+ * coordinator's, i worker i-1's); the child is forked there. */
 static pid_t
-spawn(chaos *c, char *const argv[], const char *log_name)
+spawn(chaos *c, char *const argv[], const char *log_name, int host)
 {
-    char path[PATH_MAX + 64];
+    char  path[PATH_MAX + 64];
+    int   saved = -1;
+    pid_t pid;
 
     snprintf(path, sizeof(path), "%s/%s", c->out, log_name);
-    return sr_proc_spawn(argv, path, 0); /* the harness's children die with it */
+    if (c->net_up && sr__chaos_net_enter(&c->net, host, &saved) != 0) {
+        return -1;
+    }
+    pid = sr_proc_spawn(argv, path, 0); /* the harness's children die with it */
+    sr__chaos_net_leave(saved);
+    return pid;
 }
 
 static void
@@ -100,7 +109,7 @@ start_coordinator(chaos *c, int64_t resume_step)
         sr_coord_argv_opt(&a, "--max-tasks", "%d", MAX_WORKERS);
     }
     c->coord =
-        sr_coord_argv_get(&a) != NULL ? spawn(c, sr_coord_argv_get(&a), "coordinator.log") : -1;
+        sr_coord_argv_get(&a) != NULL ? spawn(c, sr_coord_argv_get(&a), "coordinator.log", 0) : -1;
 }
 
 static void
@@ -120,7 +129,31 @@ start_worker(chaos *c, int task)
     snprintf(t, sizeof(t), "%d", task);
     snprintf(s, sizeof(s), "%" PRIu64, c->seed);
     snprintf(log, sizeof(log), "worker-%d.log", task);
-    c->wpid[task] = spawn(c, argv, log);
+    c->wpid[task] = spawn(c, argv, log, task + 1);
+}
+
+static void note(chaos *c, int role, int task, const char *what);
+
+/* A process the harness did not kill exited (every kill reaps its own):
+ * issue 27, a worker that gave up with an error stalled a run with R = N
+ * for ever, unseen.  Noted, restarted 0.5 s later (sr__chaos_run), and the
+ * run fails liveness naming it. */
+static void
+self_exit(chaos *c, int role, int task, int st)
+{
+    double t = sr_clock_now_ms() / 1000.0 - c->t0;
+    c->exited_at[role == ROLE_COORD ? MAX_WORKERS : task] = t;
+    c->self_exits++;
+    note(c, role, task, "exited");
+    fprintf(stderr, "[chaos] %s %d exited by itself (%s %d) at %.1fs\n", sr__chaos_role_name[role],
+            task, WIFEXITED(st) ? "exit status" : "signal",
+            WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), t);
+    if (c->self_exits == 1) {
+        snprintf(c->self_exit_detail, sizeof(c->self_exit_detail),
+                 "%s %d exited by itself (%s %d) at %.1fs: see its log", sr__chaos_role_name[role],
+                 task, WIFEXITED(st) ? "exit status" : "signal",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), t);
+    }
 }
 
 static void
@@ -131,10 +164,12 @@ reap_all(chaos *c)
     while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
         if (p == c->coord) {
             c->coord = 0;
+            self_exit(c, ROLE_COORD, 0, st);
         }
         for (int i = 0; i < MAX_WORKERS; i++) {
             if (c->wpid[i] == p) {
                 c->wpid[i] = 0;
+                self_exit(c, i == 0 ? ROLE_CHIEF : ROLE_WORKER, i, st);
             }
         }
     }
@@ -364,12 +399,19 @@ do_fault(chaos *c, const fault *f, double *up_at, pid_t **stopped, int64_t *resu
 static int
 send_ctl(chaos *c, int R, int N)
 {
-    void           *ctx = zmq_ctx_new(), *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    void           *ctx = NULL, *sock = NULL;
     uint8_t         hb[SR_WIRE_HEADER_BYTES], body[SR_WIRE_CTL_REQ_BYTES];
     sr_wire_header  h;
     sr_wire_ctl_req q = {SR_WIRE_CTL_SET_REPLICAS, SR_WIRE_CTL_R | SR_WIRE_CTL_N, R, N, 0, 0};
-    int             zero = 0, rc = -1;
+    int             zero = 0, rc = -1, saved = -1;
 
+    if (c->net_up && sr__chaos_net_enter(&c->net, 0, &saved) != 0) {
+        return -1;
+    }
+    /* In the network (issue 27), from the coordinator's host: the context's
+     * I/O thread starts there (the socket below is its first). */
+    ctx = zmq_ctx_new();
+    sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
     if (c->min_replicas > 0) {
         q.fields |= SR_WIRE_CTL_M;
         q.min_replicas = c->min_replicas < R ? c->min_replicas : R;
@@ -401,6 +443,7 @@ send_ctl(chaos *c, int R, int N)
     if (ctx != NULL) {
         zmq_ctx_term(ctx);
     }
+    sr__chaos_net_leave(saved);
     return rc;
 }
 
@@ -554,6 +597,230 @@ typedef struct {
     int64_t resume;
 } pending_up;
 
+/* A coordinator (re)started on the same store: with `resize` workers first
+ * (0: as many as now), and from a retained step when resume is -2. */
+static void
+restart_coordinator(chaos *c, double t, int resize, int64_t resume)
+{
+    int64_t rs = -1;
+    if (resize > 0) {
+        resize_to(c, resize);
+    }
+    if (resume == -2 && (rs = resume_target(c)) >= 0) {
+        c->resumes++;
+        note(c, ROLE_COORD, 0, "resume");
+    }
+    start_coordinator(c, rs);
+    c->restarts[ROLE_COORD]++;
+    note(c, ROLE_COORD, 0, "restart");
+    c->coord_restart_t = t;
+    c->coord_restart_inc = c->inc;
+    expect_progress(c);
+}
+
+/* ---- issue 27: network faults ------------------------------------------ */
+
+const char *const sr__chaos_net_kind_name[NET_KINDS] = {"link", "oneway", "loss", "power"};
+
+int
+sr__chaos_net_setup(chaos *c)
+{
+    char prefix[48], addr[32];
+    int  size = c->workers;
+
+    for (int i = 0; i < c->nresize; i++) {
+        size = c->resize[i] > size ? c->resize[i] : size;
+    }
+    size += c->elastic_targets[1] ? MAX_JOINED : 0;
+    if (size + 1 > SR_NET_MAX_HOSTS) {
+        fprintf(stderr, "syncrep chaos: --targets network: %d workers need %d hosts, at most %d\n",
+                size, size + 1, SR_NET_MAX_HOSTS);
+        return -1;
+    }
+    snprintf(prefix, sizeof(prefix), "srnet-%ld-", (long)getpid());
+    if (sr__chaos_net_up(&c->net, prefix, size + 1) != 0) {
+        fprintf(stderr, "syncrep chaos: --targets network: cannot build the network\n");
+        return -1;
+    }
+    c->net_up = 1;
+    snprintf(c->endpoint, sizeof(c->endpoint), "tcp://%s:7070",
+             sr__chaos_net_host_addr(0, addr, sizeof(addr)));
+    fprintf(stderr, "[chaos] network: %d hosts (%sc at %s, workers' from 198.18.0.2), %s\n",
+            size + 1, prefix, addr, c->endpoint);
+    return 0;
+}
+
+static int
+net_powered_off(const chaos *c, int host)
+{
+    for (int i = 0; i < c->nnetrec; i++) {
+        const netrec *r = &c->netrec[i];
+        if (r->end < 0 && r->host == host && r->kind == ACT_NET_POWER - ACT_NET_LINK) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static const char *const net_on_what[NET_KINDS] = {"link-down", "oneway-on", "loss-on",
+                                                   "power-off"};
+static const char *const net_off_what[NET_KINDS] = {"link-up", "oneway-off", "loss-off",
+                                                    "power-on"};
+
+static int
+net_role(int host)
+{
+    return host == 0 ? ROLE_COORD : host == 1 ? ROLE_CHIEF : ROLE_WORKER;
+}
+
+/* Start network fault f at t: recorded in c->netrec until it ends.  A fault
+ * on a host that has one already, or on a worker's host resized away, is
+ * skipped (counted). */
+static void
+net_fault_start(chaos *c, const fault *f, double t)
+{
+    int h = f->net_host, kind = f->action - ACT_NET_LINK, rc = -1;
+
+    if (h >= c->net.nhosts || c->net_busy[h] || (h > 0 && h - 1 >= c->nworkers) ||
+        c->nnetrec >= MAX_NETREC) {
+        c->net_skipped++;
+        return;
+    }
+    if (kind == 0) {
+        rc = sr__chaos_net_link(&c->net, h, 0);
+    } else if (kind == 1) {
+        rc = sr__chaos_net_oneway(&c->net, h, f->dir);
+    } else if (kind == 2) {
+        rc = sr__chaos_net_loss(&c->net, h, f->pct);
+    } else {
+        /* Power loss: every process on the host at once, and its cable. */
+        pid_t *p = h == 0 ? &c->coord : &c->wpid[h - 1];
+        rc = sr__chaos_net_power_off(&c->net, h) < 0 ? -1 : 0;
+        if (*p > 0) {
+            sr_proc_wait(*p, 2000, NULL);
+            *p = 0;
+        }
+    }
+    if (rc != 0) {
+        c->net_errors++;
+        fprintf(stderr, "[chaos] network fault %s on host %d could not be applied\n",
+                sr__chaos_net_kind_name[kind], h);
+        return;
+    }
+    netrec *r = &c->netrec[c->nnetrec++];
+    memset(r, 0, sizeof(*r));
+    r->kind = kind;
+    r->host = h;
+    r->dir = kind == 1 ? f->dir : 0;
+    r->pct = kind == 2 ? f->pct : 0;
+    r->start = t;
+    r->until = t + f->down_s;
+    r->end = -1;
+    r->next_s = -1;
+    c->net_busy[h] = 1;
+    c->net_faults[kind]++;
+    note(c, net_role(h), h == 0 ? 0 : h - 1, net_on_what[kind]);
+}
+
+/* End r: link up, rules lifted; a powered-off host's process started again
+ * (the coordinator on the same store, as an operator would) unless a
+ * planned restart of it is pending (coord_pending) or it runs already.
+ * From here the time to the next applied step is measured. */
+static void
+net_fault_end(chaos *c, netrec *r, double t, int coord_pending, int liveness)
+{
+    int h = r->host, task = h - 1;
+
+    if (r->kind == 1) {
+        sr__chaos_net_oneway(&c->net, h, 0);
+    } else if (r->kind == 2) {
+        sr__chaos_net_loss(&c->net, h, 0);
+    } else {
+        sr__chaos_net_link(&c->net, h, 1);
+    }
+    note(c, net_role(h), h == 0 ? 0 : task, net_off_what[r->kind]);
+    c->net_busy[h] = 0;
+    r->end = t;
+    poll_status(c);
+    r->step_end = c->gstep;
+    r->inc_end = c->inc;
+    if (!liveness) {
+        return; /* the run is over */
+    }
+    if (r->kind == 3 && h == 0 && c->coord <= 0 && !coord_pending) {
+        restart_coordinator(c, t, 0, -1);
+    } else if (r->kind == 3 && h > 0 && task < c->nworkers && c->wpid[task] <= 0) {
+        start_worker(c, task);
+        c->restarts[net_role(h)]++;
+        note(c, net_role(h), task, "restart");
+    }
+    expect_progress(c);
+}
+
+/* The network faults whose time is up end; those that ended see their next
+ * applied step (the same rule as liveness). */
+static void
+net_poll(chaos *c, double t, const pending_up *up, int nup, int polled)
+{
+    int coord_pending = 0;
+
+    for (int i = 0; i < nup; i++) {
+        coord_pending |= !up[i].is_cont && up[i].role == ROLE_COORD;
+    }
+    for (int i = 0; i < c->nnetrec; i++) {
+        netrec *r = &c->netrec[i];
+        if (r->end < 0 && r->until <= t) {
+            net_fault_end(c, r, t, coord_pending, 1);
+        } else if (polled && r->end >= 0 && r->next_s < 0 &&
+                   (c->inc == r->inc_end ? c->gstep > r->step_end : c->gstep > c->restored)) {
+            r->next_s = now_s(c) - r->end;
+        }
+    }
+}
+
+static int
+cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* At the end: what is still on is lifted; a summary on stderr. */
+static void
+net_finish(chaos *c)
+{
+    double v[MAX_NETREC], worst_at = 0;
+    int    n = 0, worst = -1, total = 0;
+
+    for (int i = 0; i < c->nnetrec; i++) {
+        netrec *r = &c->netrec[i];
+        if (r->end < 0) {
+            net_fault_end(c, r, now_s(c), 1, 0);
+        } else if (r->next_s >= 0) {
+            v[n++] = r->next_s;
+            if (worst < 0 || r->next_s > c->netrec[worst].next_s) {
+                worst = i;
+                worst_at = r->end;
+            }
+        }
+    }
+    for (int k = 0; k < NET_KINDS; k++) {
+        total += c->net_faults[k];
+    }
+    qsort(v, (size_t)n, sizeof(double), cmp_dbl);
+    fprintf(stderr,
+            "[chaos] network: %d faults (link %d, oneway %d, loss %d, power %d), %d skipped (a "
+            "fault on that host already), %d not applied; fault end to the next applied step: "
+            "%d measured, p50 %.3f s, max %.3f s",
+            total, c->net_faults[0], c->net_faults[1], c->net_faults[2], c->net_faults[3],
+            c->net_skipped, c->net_errors, n, n ? v[(n - 1) / 2] : 0.0, n ? v[n - 1] : 0.0);
+    if (worst >= 0) {
+        fprintf(stderr, " (%s on host %d, ended at %.1fs)",
+                sr__chaos_net_kind_name[c->netrec[worst].kind], c->netrec[worst].host, worst_at);
+    }
+    fprintf(stderr, "\n");
+}
+
 void
 sr__chaos_run(chaos *c)
 {
@@ -585,6 +852,10 @@ sr__chaos_run(chaos *c)
             if (c->loss_t >= 0) {
                 c->loss_unjudged++; /* another fault in a loss's window */
                 c->loss_t = -1;
+            }
+            if (f->action >= ACT_NET_LINK) { /* issue 27 */
+                net_fault_start(c, f, t);
+                continue;
             }
             if (f->role == ROLE_COORD && f->action == ACT_KILL) {
                 crash_start(c); /* issue 28 */
@@ -621,6 +892,10 @@ sr__chaos_run(chaos *c)
             if (u->at > t) {
                 continue;
             }
+            if (c->net_up && !u->is_cont &&
+                net_powered_off(c, u->role == ROLE_COORD ? 0 : u->task + 1)) {
+                continue; /* issue 27: its host is off; it comes back with the power */
+            }
             if (u->is_cont) {
                 if (*u->pid > 0) {
                     kill(*u->pid, SIGCONT);
@@ -628,20 +903,9 @@ sr__chaos_run(chaos *c)
                 note(c, u->role, u->task, "cont");
                 expect_progress(c);
             } else if (u->role == ROLE_COORD) {
-                int64_t rs = -1;
-                if (u->task > 0) {
-                    resize_to(c, u->task);
+                if (c->coord <= 0) {
+                    restart_coordinator(c, t, u->task, u->resume);
                 }
-                if (u->resume == -2 && (rs = resume_target(c)) >= 0) {
-                    c->resumes++;
-                    note(c, ROLE_COORD, 0, "resume");
-                }
-                start_coordinator(c, rs);
-                c->restarts[ROLE_COORD]++;
-                note(c, ROLE_COORD, 0, "restart");
-                c->coord_restart_t = t;
-                c->coord_restart_inc = c->inc;
-                expect_progress(c);
             } else if (u->task < c->nworkers && c->wpid[u->task] <= 0) {
                 start_worker(c, u->task);
                 c->restarts[u->role]++;
@@ -651,7 +915,28 @@ sr__chaos_run(chaos *c)
             up[i] = up[--nup];
             i--;
         }
-        if (poll_status(c) == 0) {
+        /* Processes that exited by themselves, 0.5 s later (issue 27). */
+        for (int i = 0; i <= MAX_WORKERS; i++) {
+            int h = i == MAX_WORKERS ? 0 : i + 1;
+            if (c->exited_at[i] <= 0 || t < c->exited_at[i] + 0.5 ||
+                (c->net_up && net_powered_off(c, h))) {
+                continue;
+            }
+            c->exited_at[i] = 0;
+            if (i == MAX_WORKERS && c->coord <= 0) {
+                restart_coordinator(c, t, 0, -1);
+            } else if (i < c->nworkers && c->wpid[i] <= 0) {
+                start_worker(c, i);
+                c->restarts[i == 0 ? ROLE_CHIEF : ROLE_WORKER]++;
+                note(c, i == 0 ? ROLE_CHIEF : ROLE_WORKER, i, "restart");
+                expect_progress(c);
+            }
+        }
+        int polled = poll_status(c) == 0;
+        if (c->net_up) {
+            net_poll(c, now_s(c), up, nup, polled); /* issue 27 */
+        }
+        if (polled) {
             if (c->nsamples < MAX_SAMPLES) {
                 c->samples[c->nsamples].t = now_s(c);
                 c->samples[c->nsamples].step = c->gstep;
@@ -695,6 +980,9 @@ sr__chaos_run(chaos *c)
             kill(*up[i].pid, SIGCONT);
         }
     }
+    if (c->net_up) {
+        net_finish(c); /* issue 27 */
+    }
     poll_status(c);
     print_progress(c, 1);
     if (c->npending > 0) {
@@ -732,6 +1020,13 @@ sr__chaos_run(chaos *c)
         c->liveness_failed = 1;
         snprintf(c->liveness_detail, sizeof(c->liveness_detail),
                  "%d resize(s) through ctl were refused or not applied", c->ctl_failures);
+    }
+    if (c->self_exits > 0 && !c->liveness_failed) { /* issue 27 */
+        c->liveness_failed = 1;
+        snprintf(c->liveness_detail, sizeof(c->liveness_detail),
+                 "%d process(es) exited by "
+                 "themselves; the first: %s",
+                 c->self_exits, c->self_exit_detail);
     }
     if (c->nrecovery == 0 && c->restarts[ROLE_COORD] > 0) {
         c->liveness_failed = 1;

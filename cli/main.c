@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "chaos/chaos.h"
+#include "chaos/chaos_net.h"
 #include "cli/cli.h"
 
 static const struct {
@@ -17,6 +18,7 @@ static const struct {
     {"coordinator", sr__cli_coordinator, "run the coordinator (parameter server) on a store"},
     {"chaos", sr__chaos_main, "kill and restart a real job at random; verify nothing was lost"},
     {"chaos-worker", sr__chaos_worker_cli, "the chaos harness's deterministic worker"},
+    {"netns", sr__chaos_net_cli, "the namespace network of tests/net and chaos (root)"},
     {"status", sr__cli_status, "ask a running coordinator for its state"},
     {"keygen", sr__cli_keygen, "write a CURVE key pair (OUT.public, OUT.secret)"},
     {"store", sr__cli_store, "inspect, verify, export, drop-variable or vacuum a store"},

@@ -185,10 +185,14 @@ recv_msg(sr_client *c)
     }
     ok = sr_wire_header_decode(zmq_msg_data(&hm), zmq_msg_size(&hm), &c->rh) == SR_OK &&
          (c->rh.type & SR_WIRE_REPLY);
-    /* A chained push answer has one body frame; the next reply follows it.
-     * (On a HELLO reply the flag means the coordinator takes chains.) */
-    chained =
-        ok && c->rh.type == (SR_MSG_PUSH | SR_WIRE_REPLY) && (c->rh.flags & SR_WIRE_F_CHAIN) != 0;
+    /* A chained push answer (a dense or a sparse push's: the coordinator
+     * chains both when it holds them, issue 27) has one body frame; the next
+     * reply follows it.  (On a HELLO reply the flag means the coordinator
+     * takes chains.) */
+    chained = ok &&
+              (c->rh.type == (SR_MSG_PUSH | SR_WIRE_REPLY) ||
+               c->rh.type == (SR_MSG_PUSH_SPARSE | SR_WIRE_REPLY)) &&
+              (c->rh.flags & SR_WIRE_F_CHAIN) != 0;
     zmq_msg_close(&hm);
     c->chain_more = 0;
     while (more) {

@@ -2,13 +2,15 @@
 # A network of "hosts" on this machine, one network namespace each: the
 # coordinator's (c), two workers' (w0, w1), and a switch (sw: a bridge in a
 # namespace of its own, one veth pair to each host), addresses from
-# 198.18.0.0/24 only, every name prefixed srnet-PID-.  One fault a run, over
+# 198.18.0.0/24 only, every name prefixed srnet-PID-; built, faulted and
+# removed by `syncrep netns` (chaos/chaos_net.c, which `syncrep chaos
+# --targets network` uses too).  One fault a run, over
 # real TCP with CURVE on throughout, R = N = 2 and --init-tokens 0, so the
 # final values must equal a fault-free run's bit for bit (net_worker prints
 # their hash).  docs/network.md has the scenarios and the measured numbers.
 #
 #   net_test.sh SYNCREP NET_WORKER SCENARIO [SANITIZE]
-#   SCENARIO: insecure worker_link coord_link one_way loss5 loss30 power_loss
+#   SCENARIO: insecure worker_link coord_link one_way one_way_back loss5 loss30 power_loss
 #   SR_NET_DOWN_S   how long a link is cut or lossy (default 20)
 #   SR_NET_BOUND_S  recovery bound asserted, link up to the next step (default 10)
 #   SR_NET_COORD_ARGS  more coordinator options (experiments: --heartbeat-ivl-ms 0 ...);
@@ -31,10 +33,9 @@ FAULT_AT=60   # the step the fault starts at
 PACE_MS=25    # the faulted run's workers pause this long a step, so the fault lands mid-job
 P=srnet-$$-
 HOSTS=(c w0 w1)
-declare -A ADDR=([c]=198.18.0.1 [w0]=198.18.0.2 [w1]=198.18.0.3)
 EP=tcp://198.18.0.1:7070
 PIDS=()
-MADE=()
+MADE=0
 D=""
 
 say() { printf 'net_test[%s]: %s\n' "$SCEN" "$*"; }
@@ -53,10 +54,7 @@ now_ms() { date +%s%3N; }
 teardown() {
     local rc=$?
     for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
-    for ns in "${MADE[@]}"; do
-        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null
-    done
+    [ "$MADE" = 1 ] && "$SYNCREP" netns down "$P"
     wait 2>/dev/null
     [ -n "$D" ] && [ "$rc" -eq 0 ] && rm -rf "$D"
     [ -n "$D" ] && [ "$rc" -ne 0 ] && [ -d "$D" ] && say "logs kept in $D"
@@ -66,39 +64,14 @@ trap teardown EXIT
 trap 'exit 1' INT TERM
 
 [ -z "$SAN" ] || skip "not run under sanitizers (SYNCREP_SANITIZE=$SAN): each scenario is a minute of real time; the plain build runs them"
-[ "$(id -u)" -eq 0 ] || skip "needs root for network namespaces and nftables (run as root, as CI does)"
-command -v ip >/dev/null || skip "ip (iproute2) is not installed"
-command -v nft >/dev/null || skip "nft is not installed (apt-get install nftables; ./run test installs it)"
+# Root, ip and nft, and a namespace with nft in it, or SKIPPED saying which.
+why=$("$SYNCREP" netns check) || skip "$why"
 
-# Namespaces of runs that were killed before their trap ran: their PID is gone.
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^srnet-[0-9]*-'); do
-    pid=${ns#srnet-}
-    pid=${pid%%-*}
-    if ! kill -0 "$pid" 2>/dev/null; then
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null && say "removed stale namespace $ns"
-    fi
-done
-
-mkns() {
-    ip netns add "$P$1" 2>"$D/ns.err" || return 1
-    MADE+=("$P$1")
-    ip -n "$P$1" link set lo up
-}
-
+# The network (c = 198.18.0.1, w0 .2, w1 .3); namespaces of runs that were
+# killed before their trap ran (their PID is gone) are removed first.
 D=$(mktemp -d /tmp/srnet.XXXXXX) || die "mktemp"
-mkns sw || skip "cannot create a network namespace here: $(cat "$D/ns.err")"
-ip netns exec "${P}sw" nft list ruleset >/dev/null 2>"$D/nft.err" ||
-    skip "nft cannot run in a namespace here: $(cat "$D/nft.err")"
-ip -n "${P}sw" link add br0 type bridge || die "bridge"
-ip -n "${P}sw" link set br0 up
-for h in "${HOSTS[@]}"; do
-    mkns "$h" || die "namespace $P$h: $(cat "$D/ns.err")"
-    ip -n "${P}sw" link add "p-$h" type veth peer name eth0 netns "$P$h" || die "veth for $h"
-    ip -n "${P}sw" link set "p-$h" master br0 up
-    ip -n "$P$h" addr add "${ADDR[$h]}/24" dev eth0
-    ip -n "$P$h" link set eth0 up
-done
+MADE=1
+"$SYNCREP" netns up "$P" "${#HOSTS[@]}" || die "cannot build the namespace network"
 
 # CURVE throughout: one key pair for the coordinator, one shared by the workers.
 mkdir -p "$D/keys"
@@ -191,12 +164,7 @@ max_gap_ms() { # RUN
     grep -o 't_ms=[0-9]*' "$D/$1/w0.out" | cut -d= -f2 |
         awk 'NR > 1 { g = $1 - p; if (g > m) m = g } { p = $1 } END { print m + 0 }'
 }
-nft_in() { # HOST RULES...: a table "srnet" in that host's namespace
-    local h=$1
-    shift
-    printf '%s\n' "table inet srnet {" "$@" "}" | ip netns exec "$P$h" nft -f - ||
-        die "nft in $h"
-}
+netns() { "$SYNCREP" netns "$1" "$P" "${@:2}" || die "netns $*"; }
 check_exact() { # RUN
     [ "$FINAL" = "$BASE" ] || die "$1: final values differ from the fault-free run: $FINAL vs $BASE"
     say "$1: final values equal the fault-free run's bit for bit ($FINAL)"
@@ -207,7 +175,7 @@ check_recovery() { # RUN T_UP_MS
     say "NET-RECOVERY scenario=$SCEN down_s=$DOWN_S recovery_ms=$r (link up to the next step)"
     [ "$r" -le "$BOUND_MS" ] || die "$1: recovery took $r ms, bound $BOUND_MS"
 }
-link() { ip -n "${P}sw" link set "p-$1" "$2" || die "link $1 $2"; }
+link() { netns link "$1" "$2"; }
 
 faulted_start() { # RUN
     mkdir -p "$D/$1"
@@ -255,7 +223,7 @@ insecure)
     exit 0
     ;;
 worker_link | coord_link | power_loss) victim=w1 ;;
-one_way | loss5 | loss30) victim=c ;;
+one_way | one_way_back | loss5 | loss30) victim=c ;;
 *) die "unknown scenario $SCEN" ;;
 esac
 [ "$SCEN" = coord_link ] || [ "$SCEN" = power_loss ] && victim=c
@@ -272,24 +240,29 @@ worker_link | coord_link)
     link "$victim" up
     t_up=$(now_ms)
     ;;
-one_way)
-    # Worker 1 can hear the coordinator but nothing it sends arrives.
-    nft_in w1 "chain out { type filter hook output priority 0; ip daddr 198.18.0.1 drop; }"
-    say "w1 -> c dropped (c -> w1 passes) at step $(last_step $R) for $DOWN_S s"
+one_way | one_way_back)
+    # one_way: worker 1 can hear the coordinator but nothing it sends
+    # arrives; one_way_back: what it sends arrives, but nothing comes back.
+    if [ "$SCEN" = one_way ]; then
+        netns oneway w1 to-coord
+        say "w1 -> c dropped (c -> w1 passes) at step $(last_step $R) for $DOWN_S s"
+    else
+        netns oneway w1 from-coord
+        say "c -> w1 dropped (w1 -> c passes) at step $(last_step $R) for $DOWN_S s"
+    fi
     sleep "$DOWN_S"
     stuck=$(last_step $R)
-    ip netns exec "${P}w1" nft delete table inet srnet || die "nft delete"
+    netns oneway w1 off
     t_up=$(now_ms)
     ;;
 loss5 | loss30)
     pct=${SCEN#loss}
     from=$(last_step $R)
-    nft_in c "chain in { type filter hook input priority 0; numgen random mod 100 < $pct drop; }" \
-        "chain out { type filter hook output priority 0; numgen random mod 100 < $pct drop; }"
+    netns loss c "$pct"
     t0=$(now_ms)
     say "$pct % loss each way at the coordinator from step $from for $DOWN_S s"
     sleep "$DOWN_S"
-    ip netns exec "${P}c" nft delete table inet srnet || die "nft delete"
+    netns loss c 0
     t1=$(now_ms)
     to=$(last_step $R)
     # Steps per second under loss (until the loss ended or the job did)
@@ -302,8 +275,7 @@ loss5 | loss30)
     ;;
 power_loss)
     # The coordinator's host loses power: every process there at once, and its link.
-    for pid in $(ip netns pids "${P}c"); do kill -9 "$pid"; done
-    link c down
+    netns power-off c
     say "host c powered off at step $(last_step $R) for $DOWN_S s"
     sleep "$DOWN_S"
     stuck=$(last_step $R)
