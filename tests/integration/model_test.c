@@ -451,38 +451,54 @@ test_model_backup_replicas(void **state)
     sr_harness_fini(&h);
 }
 
-/* A worker process of task `task` (tensors in reverse order) that trains
- * until it is killed. */
+/* The trainer process (this program run as `model_test --trainer ENDPOINT
+ * TASK`): task TASK's worker, its tensors in reverse order, training until
+ * it is killed.  A process of its own, exec'd rather than only forked: a
+ * forked copy of the multi-threaded test could not start its client's
+ * threads (ThreadSanitizer refuses, and POSIX allows only async-signal-safe
+ * calls there). */
+static int
+trainer_main(const char *endpoint, int task)
+{
+    sr_client_options o;
+    sr_client        *c;
+    sr_tensor_spec    t[NT];
+    worker            w;
+    grads             g;
+    const void       *gp[NT];
+    void             *vp[NT];
+
+    memset(&o, 0, sizeof(o));
+    o.endpoint = endpoint;
+    o.task_index = task;
+    o.timeout_ms = 60000;
+    memset(&w, 0, sizeof(w));
+    w.reversed = 1;
+    specs(t, 1);
+    grads_of(task, &g);
+    pointers(&w, &g, gp, vp);
+    if (sr_client_open(&c, &o) != 0 || sr_client_declare_model(c, NT, t) != 0 ||
+        sr_client_ready(c) != 0 || sr_client_model_pull(c, vp) != 0) {
+        return 3;
+    }
+    while (sr_client_model_step(c, gp, vp) == 0) {
+    }
+    return 0;
+}
+
 static pid_t
 spawn_trainer(sr_harness *h, int task)
 {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        sr_client_options o;
-        sr_client        *c;
-        sr_tensor_spec    t[NT];
-        worker            w;
-        grads             g;
-        const void       *gp[NT];
-        void             *vp[NT];
-        memset(&o, 0, sizeof(o));
-        o.endpoint = h->endpoint;
-        o.task_index = task;
-        o.timeout_ms = 60000;
-        memset(&w, 0, sizeof(w));
-        w.reversed = 1;
-        specs(t, 1);
-        grads_of(task, &g);
-        pointers(&w, &g, gp, vp);
-        if (sr_client_open(&c, &o) != 0 || sr_client_declare_model(c, NT, t) != 0 ||
-            sr_client_ready(c) != 0 || sr_client_model_pull(c, vp) != 0) {
-            _exit(3);
-        }
-        while (sr_client_model_step(c, gp, vp) == 0) {
-        }
-        _exit(0);
-    }
+    char  self[4096], tbuf[16], log[1200];
+    char *argv[] = {self, "--trainer", h->endpoint, tbuf, NULL};
+
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    assert_true(n > 0);
+    self[n] = '\0';
+    snprintf(tbuf, sizeof(tbuf), "%d", task);
+    snprintf(log, sizeof(log), "%s/trainer-%d.log", h->dir, task);
+    pid_t pid = sr_test_spawn(argv, log);
+    assert_true(pid > 0);
     return pid;
 }
 
@@ -522,14 +538,14 @@ test_model_worker_kill9_restart(void **state)
     for (int64_t beyond = 3; beyond <= 7; beyond += 4) {
         at_wait a = {&w, beyond};
         assert_true(sr_test_wait_until(chief_beyond, &a, 30000));
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        sr_test_kill(pid, SIGKILL);
+        sr_test_reap(pid, 10000);
         pid = spawn_trainer(&h, 1);
     }
     pthread_join(th, NULL);
     assert_sr_ok(w.rc);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    sr_test_kill(pid, SIGKILL);
+    sr_test_reap(pid, 10000);
     expect_values(&w, 12);
     sr_client_close(w.c);
     sr_harness_fini(&h);
@@ -718,8 +734,11 @@ test_model_backup_replicas_two_packs(void **state)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--trainer") == 0) {
+        return trainer_main(argv[2], atoi(argv[3]));
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_trains_exactly),
         cmocka_unit_test(test_model_restarts_and_changed_lists),
