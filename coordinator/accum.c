@@ -9,6 +9,7 @@
  * summed at the take in task order, and `contrib` is put in that order: the
  * same replay reproduces those bits too.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,30 +165,72 @@ kept_reserve(sr_accum *a, size_t bytes, uint64_t idx_n)
     return SR_OK;
 }
 
-static void
-add_f32(float *restrict dst, const float *restrict src, uint64_t n)
+/* The CPU's vector width for the loops over a gradient: where it has AVX2,
+ * the same loops compiled for 256-bit vectors (GCC 12 at -O3 without it
+ * uses 128-bit SSE2).  The adds are the same operations in the same order
+ * (elementwise; -std=c11 fuses no multiply-add), so the same bits either
+ * way; a scan gives the same answer.  Measured on this machine's EPYC
+ * (a /tmp program, 50 KiB in cache): the non-finite scan 15-18 -> 84-88 GB/s
+ * for float32, 15 -> 43-52 GB/s for float64. */
+#if defined(__x86_64__) || defined(__i386__)
+#define SR_WIDE      1
+#define SR_WIDE_ATTR __attribute__((target("avx2")))
+#else
+#define SR_WIDE 0
+#define SR_WIDE_ATTR
+#endif
+
+static int
+wide_ok(void)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        dst[i] += src[i];
-    }
+    return SR_WIDE && __builtin_cpu_supports("avx2");
 }
 
-static void
-add_f64(double *restrict dst, const double *restrict src, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        dst[i] += src[i];
+/* add_<dtype>[_wide]: dst += src.  nonfinite_<dtype>[_wide]: any NaN or
+ * Inf, with no early exit (the loop vectorises and costs one read). */
+#define SR_DEFINE_GRAD_LOOPS(T, SUF, W, ATTR)                                         \
+    ATTR static void add_##SUF##W(T *restrict dst, const T *restrict src, uint64_t n) \
+    {                                                                                 \
+        for (uint64_t i = 0; i < n; i++) {                                            \
+            dst[i] += src[i];                                                         \
+        }                                                                             \
+    }                                                                                 \
+    ATTR static int nonfinite_##SUF##W(const T *p, uint64_t n)                        \
+    {                                                                                 \
+        int bad = 0;                                                                  \
+        for (uint64_t i = 0; i < n; i++) {                                            \
+            bad |= !isfinite(p[i]);                                                   \
+        }                                                                             \
+        return bad;                                                                   \
     }
-}
+
+SR_DEFINE_GRAD_LOOPS(float, f32, , )
+SR_DEFINE_GRAD_LOOPS(double, f64, , )
+SR_DEFINE_GRAD_LOOPS(float, f32, _wide, SR_WIDE_ATTR)
+SR_DEFINE_GRAD_LOOPS(double, f64, _wide, SR_WIDE_ATTR)
 
 static void
 add_values(int dtype, void *dst, const void *src, uint64_t n)
 {
+    int wide = wide_ok();
     if (dtype == SR_FLOAT32) {
-        add_f32(dst, src, n);
+        (wide ? add_f32_wide : add_f32)(dst, src, n);
     } else {
-        add_f64(dst, src, n);
+        (wide ? add_f64_wide : add_f64)(dst, src, n);
     }
+}
+
+int
+sr__nonfinite(int dtype, const void *p, uint64_t n)
+{
+    int wide = wide_ok();
+    if (dtype == SR_FLOAT32) {
+        return (wide ? nonfinite_f32_wide : nonfinite_f32)(p, n);
+    }
+    if (dtype == SR_FLOAT64) {
+        return (wide ? nonfinite_f64_wide : nonfinite_f64)(p, n);
+    }
+    return 0;
 }
 
 /* issue 25: the sum of the squares of sum / div, one pass that may also
@@ -203,14 +246,6 @@ add_values(int dtype, void *dst, const void *src, uint64_t n)
  * operations in the same order (-std=c11 fuses no multiply-add), so the
  * same bits. */
 enum { SQ_READ = 0, SQ_COPY = 1, SQ_ADD = 2 };
-
-#if defined(__x86_64__) || defined(__i386__)
-#define SR_SQ_WIDE      1
-#define SR_SQ_WIDE_ATTR __attribute__((target("avx2")))
-#else
-#define SR_SQ_WIDE 0
-#define SR_SQ_WIDE_ATTR
-#endif
 
 #define SR_SUMSQ_LOOP(T, HOW)                                                                     \
     {                                                                                             \
@@ -248,9 +283,9 @@ enum { SQ_READ = 0, SQ_COPY = 1, SQ_ADD = 2 };
     SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_READ, read, , )                                       \
     SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_COPY, copy, , )                                       \
     SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_ADD, add, , )                                         \
-    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_READ, read, _wide, SR_SQ_WIDE_ATTR)                   \
-    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_COPY, copy, _wide, SR_SQ_WIDE_ATTR)                   \
-    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_ADD, add, _wide, SR_SQ_WIDE_ATTR)                     \
+    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_READ, read, _wide, SR_WIDE_ATTR)                      \
+    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_COPY, copy, _wide, SR_WIDE_ATTR)                      \
+    SR_DEFINE_SUMSQ_FORM(T, SUF, SQ_ADD, add, _wide, SR_WIDE_ATTR)                        \
     static double sumsq_##SUF(T *dst, const T *src, int how, int wide, uint64_t n)        \
     {                                                                                     \
         if (how == SQ_READ) {                                                             \
@@ -268,7 +303,7 @@ SR_DEFINE_SUMSQ(double, f64)
 static double
 sumsq_values(int dtype, void *dst, const void *src, int how, double div, uint64_t n)
 {
-    int    wide = SR_SQ_WIDE && __builtin_cpu_supports("avx2");
+    int    wide = wide_ok();
     double t =
         dtype == SR_FLOAT32 ? sumsq_f32(dst, src, how, wide, n) : sumsq_f64(dst, src, how, wide, n);
     return t / (div * div);

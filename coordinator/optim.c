@@ -365,22 +365,3 @@ sr__optim_apply_accum_from(const sr_optim *o, int64_t t, const sr_accum *a, void
         mark_dirty(dirty, chunk_elems, elem_base + r * a->row_elems, a->row_elems);
     }
 }
-
-int
-sr__nonfinite(int dtype, const void *p, uint64_t n)
-{
-    int bad = 0;
-    /* No early exit: the loop vectorises and costs one read of the data. */
-    if (dtype == SR_FLOAT32) {
-        const float *f = p;
-        for (uint64_t i = 0; i < n; i++) {
-            bad |= !isfinite(f[i]);
-        }
-    } else if (dtype == SR_FLOAT64) {
-        const double *d = p;
-        for (uint64_t i = 0; i < n; i++) {
-            bad |= !isfinite(d[i]);
-        }
-    }
-    return bad;
-}

@@ -1,6 +1,8 @@
 /* Accumulators: staleness, averaging inputs, backups, N < R, sparse rows. */
 #include "sr_test.h"
 
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include "coordinator/coord_int.h"
@@ -642,6 +644,87 @@ test_accum_sumsq_sparse_touched_rows_by_their_divisor(void **state)
     }
 }
 
+/* The scan for NaN and Inf (the vector loop and its tail): one bad value at
+ * any position of any length is found; large, tiny and negative-zero
+ * values are not bad. */
+static void
+test_accum_nonfinite_found_at_every_position(void **state)
+{
+    static const uint64_t lens[] = {1, 7, 8, 9, 31, 64, 100};
+    float                 f[100];
+    double                d[100];
+    const double          bad[3] = {NAN, INFINITY, -INFINITY};
+    (void)state;
+
+    for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+        uint64_t n = lens[li];
+        for (uint64_t i = 0; i < n; i++) {
+            f[i] = i % 3 == 0 ? FLT_MAX : i % 3 == 1 ? -0.0f : FLT_TRUE_MIN;
+            d[i] = i % 3 == 0 ? -DBL_MAX : i % 3 == 1 ? 1e-310 : 0.5;
+        }
+        assert_int_equal(sr__nonfinite(SR_FLOAT32, f, n), 0);
+        assert_int_equal(sr__nonfinite(SR_FLOAT64, d, n), 0);
+        for (uint64_t at = 0; at < n; at++) {
+            for (int b = 0; b < 3; b++) {
+                float  keep_f = f[at];
+                double keep_d = d[at];
+                f[at] = (float)bad[b];
+                d[at] = bad[b];
+                assert_int_equal(sr__nonfinite(SR_FLOAT32, f, n), 1);
+                assert_int_equal(sr__nonfinite(SR_FLOAT64, d, n), 1);
+                assert_int_equal(sr__nonfinite(SR_FLOAT32, f, at), 0); /* before it */
+                f[at] = keep_f;
+                d[at] = keep_d;
+            }
+        }
+    }
+}
+
+/* A dense sum is the gradients added in arrival order, element by element,
+ * whatever vector width the adds run at: the same bits as a plain loop. */
+static void
+test_accum_dense_sum_is_arrival_order_bits(void **state)
+{
+    enum { N = 37, R = 3 };
+    sr_accum         a;
+    sr_accum_outcome out;
+    float            gf[R][N], ef[N];
+    double           gd[R][N], ed[N];
+    (void)state;
+
+    for (int r = 0; r < R; r++) {
+        for (int i = 0; i < N; i++) {
+            gf[r][i] = (float)((i * 7919 + r * 104729) % 1000) / 7.0f - 70.0f;
+            gd[r][i] = (double)gf[r][i] / 3.0 + 1e-9 * r;
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        volatile float  sf = gf[0][i];
+        volatile double sd = gd[0][i];
+        for (int r = 1; r < R; r++) {
+            sf = sf + gf[r][i];
+            sd = sd + gd[r][i];
+        }
+        ef[i] = sf;
+        ed[i] = sd;
+    }
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT32, N, N, R, 0));
+    for (int r = 0; r < R; r++) {
+        assert_sr_ok(sr__accum_push_dense(&a, gf[r], 0, r, &out));
+        assert_int_equal(out, SR_ACC_ACCEPTED);
+    }
+    assert_int_equal(a.taken, 1);
+    assert_memory_equal(a.sum, ef, sizeof(ef));
+    sr__accum_destroy(&a);
+    assert_sr_ok(sr__accum_init(&a, SR_FLOAT64, N, N, R, 0));
+    for (int r = 0; r < R; r++) {
+        assert_sr_ok(sr__accum_push_dense(&a, gd[r], 0, r, &out));
+    }
+    assert_int_equal(a.taken, 1);
+    assert_memory_equal(a.sum, ed, sizeof(ed));
+    sr__accum_destroy(&a);
+}
+
 int
 main(void)
 {
@@ -666,6 +749,8 @@ main(void)
         cmocka_unit_test(test_accum_sumsq_dense_same_bits_fused_or_not),
         cmocka_unit_test(test_accum_sumsq_off_and_one_replica),
         cmocka_unit_test(test_accum_sumsq_sparse_touched_rows_by_their_divisor),
+        cmocka_unit_test(test_accum_nonfinite_found_at_every_position),
+        cmocka_unit_test(test_accum_dense_sum_is_arrival_order_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

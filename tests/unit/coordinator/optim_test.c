@@ -461,20 +461,6 @@ test_optim_out_of_place_apply_is_bit_identical(void **state)
     sr__accum_destroy(&a);
 }
 
-static void
-test_optim_nonfinite_detects_nan_and_inf(void **state)
-{
-    float  f[3] = {1, 2, 3};
-    double d[2] = {0, 1};
-    (void)state;
-
-    assert_int_equal(sr__nonfinite(SR_FLOAT32, f, 3), 0);
-    f[2] = NAN;
-    assert_int_equal(sr__nonfinite(SR_FLOAT32, f, 3), 1);
-    d[0] = -INFINITY;
-    assert_int_equal(sr__nonfinite(SR_FLOAT64, d, 2), 1);
-}
-
 int
 main(void)
 {
@@ -494,7 +480,6 @@ main(void)
         cmocka_unit_test(test_optim_sparse_per_row_mean_touches_only_rows),
         cmocka_unit_test(test_optim_sparse_per_replica_mean_divides_by_R),
         cmocka_unit_test(test_optim_out_of_place_apply_is_bit_identical),
-        cmocka_unit_test(test_optim_nonfinite_detects_nan_and_inf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
