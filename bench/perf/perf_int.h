@@ -62,6 +62,10 @@ typedef struct {
     int frozen;
     /* issue 28: > 0: --checkpoint-budget PCT instead of --checkpoint-every-steps */
     double budget_pct;
+    /* issue 28: each worker (syncrep's and the baseline's) spends this long
+     * before each push, as a model's forward and backward pass would
+     * (asleep: the accelerator's time, not the CPU's). */
+    int compute_us;
 } run_cfg;
 
 enum { MANY_CALLS = 1, MANY_MODEL = 2 };
@@ -176,6 +180,7 @@ void    on_signal(int sig);
 int64_t now_ns(void);
 double  cpu_self_s(void);
 void    sleep_ms(int ms);
+void    sleep_us(int us);
 double  median(const double *v, int n);
 void    fail_msg(slot *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 float   grad_at(size_t i);

@@ -62,7 +62,13 @@ cpu_self_s(void)
 void
 sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    sleep_us(ms * 1000);
+}
+
+void
+sleep_us(int us)
+{
+    struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000L};
     nanosleep(&ts, NULL);
 }
 

@@ -263,6 +263,9 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
         goto out;
     }
     for (;;) {
+        if (c->compute_us > 0) {
+            sleep_us(c->compute_us);
+        }
         int64_t t0 = now_ns(), t1 = t0, t2 = t0, t3, tok;
         if (c->many == MANY_MODEL) {
             /* One call: the pushes, the token and the pulls of the round. */
@@ -649,6 +652,9 @@ rtt_worker(const run_cfg *c, int w, const char *endpoint, shm *sh)
         goto out;
     }
     for (int64_t k = 0; k < sh->stop_at; k++) {
+        if (c->compute_us > 0) {
+            sleep_us(c->compute_us);
+        }
         int64_t a = now_ns();
         if (zmq_send(sock, g, c->bytes, 0) < 0) {
             fail_msg(s, "send: %s", zmq_strerror(errno));
