@@ -250,9 +250,19 @@ typedef struct coord_io {
     void *ctx;                    /* the socket, or the fake's state */
 } coord_io;
 
-/* A model's tensor kept in a pack (server_pack.c): its stored record. */
+/* A model's tensor kept in a pack (server_pack.c): its stored record,
+ * compact (32 bytes, and its name and dimensions in the coordinator's
+ * arenas), because a model may have tens of thousands of them: read its
+ * name, shape and pack with sr__coord_member_name / _shape / _pack. */
 typedef struct cmember {
-    sr_store_member m;
+    uint64_t offset;    /* its first byte in its pack */
+    uint64_t nbytes;    /* dtype x shape */
+    uint32_t name;      /* its name: c->member_names + name, NUL-terminated */
+    uint32_t dims;      /* its shape: c->member_dims[dims, dims + ndim) */
+    uint32_t pack;      /* its pack: c->packs[pack] */
+    uint8_t  dtype;     /* sr_dtype */
+    uint8_t  ndim;      /* <= SR_MAX_NDIM */
+    uint8_t  trainable; /* 0 or 1 */
 } cmember;
 
 /* A pack: a variable holding the tensors of one dtype and trainability of
@@ -350,6 +360,10 @@ typedef struct coord {
      * sorted by name, and the packs that hold them. */
     cmember *members;
     size_t   nmembers, cap_members;
+    char    *member_names; /* the members' names, back to back, NUL-terminated */
+    size_t   member_names_len, cap_member_names;
+    int64_t *member_dims; /* the members' shapes, ndim entries each */
+    size_t   member_dims_len, cap_member_dims;
     cpack   *packs;
     size_t   npacks, cap_packs;
     /* ---- issue 26: metrics (server_metrics.c, docs/metrics.md) ---- */
@@ -570,7 +584,8 @@ int sr__coord_send_value_frame(coord *c, cvar *v, int last, pull_slot *slot);
 /* The same of bytes [off, off + len) of v's value (a pack's member). */
 int  sr__coord_send_slice_frame(coord *c, cvar *v, uint64_t off, uint64_t len, int last,
                                 pull_slot *slot);
-void sr__coord_encode_member_desc(const cmember *m, uint8_t *buf, size_t cap, frame *f);
+void sr__coord_encode_member_desc(const coord *c, const cmember *m, uint8_t *buf, size_t cap,
+                                  frame *f);
 void sr__coord_encode_vardesc(const cvar *v, uint8_t *buf, size_t cap, frame *f);
 int  sr__coord_send_token_reply(coord *c, client *cl, uint64_t req_id, int64_t token, int want);
 /* A PULL's reply: desc, then bytes [off, off + len) of v's value. */
@@ -601,6 +616,11 @@ sr_err sr__coord_load_members(coord *c);
 void   sr__coord_free_members(coord *c);
 /* The member tensor of that name, or NULL. */
 const cmember *sr__coord_find_member(const coord *c, const char *name);
+/* A member's name, shape (ndim dimensions) and pack's name: borrowed,
+ * valid until the next MODEL request adds members. */
+const char    *sr__coord_member_name(const coord *c, const cmember *m);
+const int64_t *sr__coord_member_shape(const coord *c, const cmember *m);
+const char    *sr__coord_member_pack(const coord *c, const cmember *m);
 const cpack   *sr__coord_find_pack(coord *c, const char *name);
 /* A DECLARE of a pack's name must be that pack: 0, or -1 with why. */
 int sr__coord_check_pack_decl(coord *c, const char *name, int dtype, int ndim, const int64_t *shape,

@@ -33,22 +33,56 @@ align_up(uint64_t v)
     return (v + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
 }
 
-static int
-member_cmp(const void *a, const void *b)
+/* ---- the index ----------------------------------------------------------
+ * The members, sorted by name, 32 bytes each; their names in one arena
+ * (c->member_names) and their dimensions in another (c->member_dims), the
+ * pack by its index in c->packs: a 2,000-tensor model costs the coordinator
+ * about 100 KiB, not a 616-byte store record per tensor. */
+
+const char *
+sr__coord_member_name(const coord *c, const cmember *m)
 {
-    return strcmp(((const cmember *)a)->m.name, ((const cmember *)b)->m.name);
+    return c->member_names + m->name;
+}
+
+const int64_t *
+sr__coord_member_shape(const coord *c, const cmember *m)
+{
+    static const int64_t none[1];
+    return c->member_dims != NULL ? c->member_dims + m->dims : none; /* NULL: all scalars */
+}
+
+const char *
+sr__coord_member_pack(const coord *c, const cmember *m)
+{
+    return c->packs[m->pack].name;
+}
+
+static int
+member_cmp(const void *a, const void *b, void *arg)
+{
+    const coord *c = arg;
+    return strcmp(sr__coord_member_name(c, a), sr__coord_member_name(c, b));
 }
 
 const cmember *
 sr__coord_find_member(const coord *c, const char *name)
 {
-    cmember key;
+    size_t lo = 0, hi = c->nmembers;
 
-    if (c->nmembers == 0 || strlen(name) > SR_STORE_MAX_NAME) {
-        return NULL;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int    d = strcmp(name, sr__coord_member_name(c, &c->members[mid]));
+        if (d == 0) {
+            return &c->members[mid];
+        }
+        if (d < 0) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
     }
-    snprintf(key.m.name, sizeof(key.m.name), "%s", name);
-    return bsearch(&key, c->members, c->nmembers, sizeof(key), member_cmp);
+    return NULL;
 }
 
 static cpack *
@@ -90,29 +124,85 @@ pack_for(coord *c, const char *name, int dtype, int trainable)
     return p;
 }
 
-/* Take members into the index (sorted by name) and their packs' sizes. */
+/* Room for n more members, their names (name_bytes, NULs counted) and
+ * dimensions (ndims), so that taking them in cannot fail half-way. */
+static sr_err
+reserve_members(coord *c, size_t n, size_t name_bytes, size_t ndims)
+{
+    void *p;
+
+    if (c->member_names_len + name_bytes > UINT32_MAX || c->member_dims_len + ndims > UINT32_MAX) {
+        return sr_fail(SR_ENOMEM, "model tensors: %zu bytes of names, %zu dimensions",
+                       c->member_names_len + name_bytes, c->member_dims_len + ndims);
+    }
+    if ((p = sr_grow_array(c->members, &c->cap_members, c->nmembers + n, sizeof(*c->members))) ==
+        NULL) {
+        return sr_fail(SR_ENOMEM, "%zu model tensors", c->nmembers + n);
+    }
+    c->members = p;
+    /* (A grown array is NULL only when nothing was asked of it yet.) */
+    if ((p = sr_grow_array(c->member_names, &c->cap_member_names, c->member_names_len + name_bytes,
+                           1)) == NULL &&
+        name_bytes > 0) {
+        return sr_fail(SR_ENOMEM, "model tensors' names");
+    }
+    c->member_names = p;
+    if ((p = sr_grow_array(c->member_dims, &c->cap_member_dims, c->member_dims_len + ndims,
+                           sizeof(*c->member_dims))) == NULL &&
+        ndims > 0) {
+        return sr_fail(SR_ENOMEM, "model tensors' shapes");
+    }
+    c->member_dims = p;
+    return SR_OK;
+}
+
+/* Take members into the index (sorted by name) and their packs' sizes.
+ * On failure the index is as it was (packs it made may stay, empty). */
 static sr_err
 adopt_members(coord *c, const sr_store_member *m, size_t n)
 {
-    cmember *grown = sr_grow_array(c->members, &c->cap_members, c->nmembers + n, sizeof(*grown));
+    size_t name_bytes = 0, ndims = 0;
+    sr_err rc;
 
-    if (grown == NULL && n > 0) {
-        return sr_fail(SR_ENOMEM, "%zu model tensors", c->nmembers + n);
+    if (n == 0) {
+        return SR_OK;
     }
-    c->members = grown;
     for (size_t i = 0; i < n; i++) {
-        cpack *p = pack_for(c, m[i].pack, m[i].dtype, m[i].trainable);
-        if (p == NULL) {
+        name_bytes += strlen(m[i].name) + 1;
+        ndims += (size_t)m[i].ndim;
+        if (pack_for(c, m[i].pack, m[i].dtype, m[i].trainable) == NULL) {
             return sr_fail(SR_ENOMEM, "model packs");
         }
+    }
+    if ((rc = reserve_members(c, n, name_bytes, ndims)) != SR_OK) {
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cpack  *p = find_pack(c, m[i].pack);
+        size_t  len = strlen(m[i].name) + 1;
+        cmember t = {.offset = m[i].offset,
+                     .nbytes = m[i].nbytes,
+                     .name = (uint32_t)c->member_names_len,
+                     .dims = (uint32_t)c->member_dims_len,
+                     .pack = (uint32_t)(p - c->packs),
+                     .dtype = (uint8_t)m[i].dtype,
+                     .ndim = (uint8_t)m[i].ndim,
+                     .trainable = m[i].trainable ? 1 : 0};
+        memcpy(c->member_names + c->member_names_len, m[i].name, len);
+        c->member_names_len += len;
+        if (m[i].ndim > 0) {
+            memcpy(c->member_dims + c->member_dims_len, m[i].shape,
+                   (size_t)m[i].ndim * sizeof(m[i].shape[0]));
+        }
+        c->member_dims_len += (size_t)m[i].ndim;
         if (align_up(m[i].offset + m[i].nbytes) > p->nbytes) {
             p->nbytes = align_up(m[i].offset + m[i].nbytes);
         }
         p->nmembers++;
-        c->members[c->nmembers++] = (cmember){m[i]};
+        c->members[c->nmembers++] = t;
     }
     if (c->nmembers > 1) {
-        qsort(c->members, c->nmembers, sizeof(*c->members), member_cmp);
+        qsort_r(c->members, c->nmembers, sizeof(*c->members), member_cmp, c);
     }
     return SR_OK;
 }
@@ -135,10 +225,16 @@ void
 sr__coord_free_members(coord *c)
 {
     free(c->members);
+    free(c->member_names);
+    free(c->member_dims);
     free(c->packs);
     c->members = NULL;
+    c->member_names = NULL;
+    c->member_dims = NULL;
     c->packs = NULL;
     c->nmembers = c->npacks = c->cap_members = c->cap_packs = 0;
+    c->member_names_len = c->cap_member_names = 0;
+    c->member_dims_len = c->cap_member_dims = 0;
 }
 
 int
@@ -235,17 +331,18 @@ check_request(const sr_wire_vardesc *d, size_t n, uint32_t *order, char *why, si
 
 /* A stored tensor against its declaration: 0, or -1 with `why`. */
 static int
-same_as_stored(const sr_store_member *m, const sr_wire_vardesc *d, char *why, size_t cap)
+same_as_stored(const coord *c, const cmember *m, const sr_wire_vardesc *d, char *why, size_t cap)
 {
-    char have[160], want[160];
+    char           have[160], want[160];
+    const int64_t *shape = sr__coord_member_shape(c, m);
 
     if (!packed(d)) {
         snprintf(why, cap, "tensor %s is stored packed, declared sparse", SR_ESC(d->name));
         return -1;
     }
     if (m->dtype != d->dtype || m->ndim != d->ndim ||
-        memcmp(m->shape, d->shape, (size_t)m->ndim * sizeof(m->shape[0])) != 0) {
-        sr_shape_format(m->ndim, m->shape, have, sizeof(have));
+        memcmp(shape, d->shape, (size_t)m->ndim * sizeof(shape[0])) != 0) {
+        sr_shape_format(m->ndim, shape, have, sizeof(have));
         sr_shape_format(d->ndim, d->shape, want, sizeof(want));
         snprintf(why, cap, "tensor %s exists as %s%s, declared as %s%s", SR_ESC(d->name),
                  sr_dtype_name(m->dtype), have, sr_dtype_name(d->dtype), want);
@@ -270,7 +367,7 @@ check_missing(const coord *c, const sr_wire_vardesc *d, size_t n, const uint32_t
 
     snprintf(why, cap, "the store's model has tensors this declaration lacks:");
     for (size_t k = 0; k < c->nmembers; k++) {
-        const char *name = c->members[k].m.name;
+        const char *name = sr__coord_member_name(c, &c->members[k]);
         while (i < n && strcmp(d[order[i]].name, name) < 0) {
             i++;
         }
@@ -305,16 +402,21 @@ new_pack_name(coord *c, char *out, size_t cap)
     }
 }
 
-/* Place the request's new tensors (place[i].pack == UINT32_MAX - 1 marks
- * one) in new packs, one per (dtype, trainability), into m[*nm]. */
+/* A new pack of a MODEL request: its (dtype, trainability) and name, and
+ * the end of what it holds so far.  The member records point at name. */
+typedef struct {
+    int      dtype, trainable;
+    char     name[SR_STORE_MAX_NAME + 1];
+    uint64_t end;
+} new_pack;
+enum { NEW_PACKS_MAX = 2 * 8 }; /* (dtype, trainable) pairs: four dtypes */
+
+/* Place the request's new tensors in new packs g[] (NEW_PACKS_MAX, the
+ * caller's: m's records point into them and into d), one per (dtype,
+ * trainability), into m[*nm]. */
 static sr_err
-place_new(coord *c, const sr_wire_vardesc *d, size_t n, sr_store_member *m, size_t *nm)
+place_new(coord *c, const sr_wire_vardesc *d, size_t n, new_pack *g, sr_store_member *m, size_t *nm)
 {
-    struct group {
-        int      dtype, trainable;
-        char     name[SR_STORE_MAX_NAME + 1];
-        uint64_t end;
-    } g[2 * 8]; /* (dtype, trainable) pairs: four dtypes */
     size_t  ng = 0;
     int32_t pos0 = (int32_t)c->nmembers;
 
@@ -339,8 +441,8 @@ place_new(coord *c, const sr_wire_vardesc *d, size_t n, sr_store_member *m, size
         }
         sr_store_member *t = &m[(*nm)++];
         memset(t, 0, sizeof(*t));
-        snprintf(t->name, sizeof(t->name), "%s", d[i].name);
-        snprintf(t->pack, sizeof(t->pack), "%s", g[k].name);
+        t->name = d[i].name;
+        t->pack = g[k].name;
         t->offset = g[k].end;
         t->dtype = d[i].dtype;
         t->ndim = d[i].ndim;
@@ -374,7 +476,7 @@ reply_layout(coord *c, req_ctx *r, const sr_wire_vardesc *d, size_t n)
             pl[i] = (sr_wire_place){SR_WIRE_PLACE_ALONE, 0};
             continue;
         }
-        size_t p = (size_t)(find_pack(c, m->m.pack) - c->packs);
+        size_t p = m->pack;
         if (idx[p] == 0) {
             const cpack *cp = &c->packs[p];
             idx[p] = (uint32_t)++np;
@@ -384,7 +486,7 @@ reply_layout(coord *c, req_ctx *r, const sr_wire_vardesc *d, size_t n)
             pd[np - 1].ndim = 1;
             pd[np - 1].shape[0] = (int64_t)(cp->nbytes / sr_dtype_size(cp->dtype));
         }
-        pl[i] = (sr_wire_place){idx[p] - 1, m->m.offset};
+        pl[i] = (sr_wire_place){idx[p] - 1, m->offset};
     }
     size_t n1 = sr_wire_desclist_size(pd, np), n2 = n * SR_WIRE_PLACE_BYTES;
     if ((b1 = malloc(n1 ? n1 : 1)) == NULL || (b2 = malloc(n2 ? n2 : 1)) == NULL) {
@@ -407,6 +509,7 @@ sr__coord_handle_model(coord *c, req_ctx *r)
 {
     sr_wire_vardesc *d = NULL;
     sr_store_member *m = NULL;
+    new_pack         g[NEW_PACKS_MAX];
     uint32_t        *order = NULL;
     size_t           n = 0, nm = 0, fresh = 0;
     char             why[900];
@@ -434,7 +537,7 @@ sr__coord_handle_model(coord *c, req_ctx *r)
     }
     for (size_t i = 0; i < n; i++) {
         const cmember *cm = sr__coord_find_member(c, d[i].name);
-        if (cm != NULL && same_as_stored(&cm->m, &d[i], why, sizeof(why)) != 0) {
+        if (cm != NULL && same_as_stored(c, cm, &d[i], why, sizeof(why)) != 0) {
             REPLY_ERR(r, SR_EEXIST, "declare model: %s", why);
             goto out;
         }
@@ -468,7 +571,7 @@ sr__coord_handle_model(coord *c, req_ctx *r)
     }
     if (fresh > 0) {
         size_t npacks0 = c->npacks;
-        sr_err rc = place_new(c, d, n, m, &nm);
+        sr_err rc = place_new(c, d, n, g, m, &nm);
         if (rc == SR_OK) {
             rc = sr_store_add_members(c->st, m, nm);
         }
@@ -506,16 +609,17 @@ sr__coord_packs_json(const coord *c, sr_strbuf *b)
     }
     sr_strbuf_printf(b, "],\"tensors\":[");
     for (size_t i = 0; i < c->nmembers; i++) {
-        const sr_store_member *m = &c->members[i].m;
+        const cmember *m = &c->members[i];
+        const int64_t *shape = sr__coord_member_shape(c, m);
         sr_strbuf_printf(b, "%s{\"name\":", i ? "," : "");
-        sr_strbuf_json_str(b, m->name);
+        sr_strbuf_json_str(b, sr__coord_member_name(c, m));
         sr_strbuf_printf(b, ",\"pack\":");
-        sr_strbuf_json_str(b, m->pack);
+        sr_strbuf_json_str(b, sr__coord_member_pack(c, m));
         sr_strbuf_printf(
             b, ",\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"dtype\":\"%s\",\"shape\":[",
             m->offset, m->nbytes, sr_dtype_name(m->dtype));
         for (int d = 0; d < m->ndim; d++) {
-            sr_strbuf_printf(b, "%s%" PRId64, d ? "," : "", m->shape[d]);
+            sr_strbuf_printf(b, "%s%" PRId64, d ? "," : "", shape[d]);
         }
         sr_strbuf_printf(b, "],\"trainable\":%s}", m->trainable ? "true" : "false");
     }

@@ -40,7 +40,7 @@ pull_targets(coord *c, req_ctx *r, cvar **vars, const cmember **mem)
         mem[i] = NULL;
         if ((vars[i] = sr__coord_find_var(c, nm.name)) == NULL &&
             ((mem[i] = sr__coord_find_member(c, nm.name)) == NULL ||
-             (vars[i] = sr__coord_find_var(c, mem[i]->m.pack)) == NULL)) {
+             (vars[i] = sr__coord_find_var(c, sr__coord_member_pack(c, mem[i]))) == NULL)) {
             REPLY_ERR(r, SR_ENOENT, "pull: no variable '%s'", SR_ESC(nm.name));
             return -1;
         }
@@ -75,10 +75,9 @@ handle_pull_many(coord *c, req_ctx *r)
     for (int i = 0; i < r->nbody; i++) {
         int last = i + 1 == r->nbody;
         if (mem[i] != NULL) {
-            sr__coord_encode_member_desc(mem[i], db, sizeof(db), &f);
+            sr__coord_encode_member_desc(c, mem[i], db, sizeof(db), &f);
             sr__coord_send(c, f.data, f.len, ZMQ_SNDMORE);
-            sr__coord_send_slice_frame(c, vars[i], mem[i]->m.offset, mem[i]->m.nbytes, last,
-                                       slots[i]);
+            sr__coord_send_slice_frame(c, vars[i], mem[i]->offset, mem[i]->nbytes, last, slots[i]);
         } else {
             sr__coord_encode_vardesc(vars[i], db, sizeof(db), &f);
             sr__coord_send(c, f.data, f.len, ZMQ_SNDMORE);
@@ -107,8 +106,8 @@ sr__coord_handle_pull(coord *c, req_ctx *r)
         return;
     }
     if (mem != NULL) {
-        sr__coord_encode_member_desc(mem, buf, sizeof(buf), &f);
-        sr__coord_send_reply_value(c, r, &f, v, mem->m.offset, mem->m.nbytes);
+        sr__coord_encode_member_desc(c, mem, buf, sizeof(buf), &f);
+        sr__coord_send_reply_value(c, r, &f, v, mem->offset, mem->nbytes);
     } else {
         sr__coord_encode_vardesc(v, buf, sizeof(buf), &f);
         sr__coord_send_reply_value(c, r, &f, v, 0, v->meta.nbytes);

@@ -239,9 +239,12 @@ sr__coord_send_reply_value(coord *c, const req_ctx *r, const frame *desc, cvar *
 }
 
 void
-sr__coord_encode_member_desc(const cmember *m, uint8_t *buf, size_t cap, frame *f)
+sr__coord_encode_member_desc(const coord *c, const cmember *m, uint8_t *buf, size_t cap, frame *f)
 {
-    encode_desc(m->m.name, m->m.dtype, m->m.trainable, m->m.ndim, m->m.shape, buf, cap, f);
+    int64_t shape[SR_MAX_NDIM] = {0};
+
+    memcpy(shape, sr__coord_member_shape(c, m), m->ndim * sizeof(shape[0]));
+    encode_desc(sr__coord_member_name(c, m), m->dtype, m->trainable, m->ndim, shape, buf, cap, f);
 }
 
 void

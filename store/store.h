@@ -389,24 +389,27 @@ void sr_store_get_ckpt_stats(sr_store *st, sr_store_ckpt_stats *out);
  * tensor of its dtype, named SR_STORE_PACK_PREFIX...). */
 #define SR_STORE_PACK_PREFIX "syncrep:pack/"
 typedef struct {
-    char     name[SR_STORE_MAX_NAME + 1];
-    char     pack[SR_STORE_MAX_NAME + 1]; /* the variable that holds its bytes */
-    uint64_t offset;                      /* its first byte in the pack */
-    int      dtype;
-    int      ndim;
-    int64_t  shape[SR_MAX_NDIM];
-    uint64_t nbytes; /* dtype x shape */
-    int      trainable;
-    int32_t  pos;          /* its place in the model's declared order */
-    int64_t  created_step; /* the global step it was declared at */
+    const char *name;   /* NUL-terminated, at most SR_STORE_MAX_NAME bytes */
+    const char *pack;   /* the variable that holds its bytes (the same) */
+    uint64_t    offset; /* its first byte in the pack */
+    int         dtype;
+    int         ndim;
+    int64_t     shape[SR_MAX_NDIM];
+    uint64_t    nbytes; /* dtype x shape */
+    int         trainable;
+    int32_t     pos;          /* its place in the model's declared order */
+    int64_t     created_step; /* the global step it was declared at */
 } sr_store_member;
 
 /* Record members (one durable transaction; created_step is set to the
- * current global step).  SR_EEXIST when a name is already a member or a
- * variable; SR_EINVAL for a bad record (name, shape, nbytes).  Their packs
- * are declared with sr_store_declare, before or after. */
+ * current global step).  The names are the caller's, read during the call.
+ * SR_EEXIST when a name is already a member or a variable; SR_EINVAL for a
+ * bad record (name, shape, nbytes).  Their packs are declared with
+ * sr_store_declare, before or after. */
 sr_err sr_store_add_members(sr_store *st, const sr_store_member *m, size_t n);
-/* Every member, in declared order (pos).  *out malloc'd (caller frees). */
+/* Every member, in declared order (pos).  *out is one malloc'd block, the
+ * records and then their names (a pack's name is kept once for a run of
+ * its members): the caller frees *out, and the names with it. */
 sr_err sr_store_list_members(sr_store *st, sr_store_member **out, size_t *n);
 /* Is `name` a pack's name (SR_STORE_PACK_PREFIX)? */
 int sr_store_is_pack_name(const char *name);

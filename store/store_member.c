@@ -24,11 +24,14 @@ check_member(sr_store *st, const sr_store_member *m)
 {
     uint64_t nbytes;
 
+    if (m->name == NULL || m->pack == NULL) {
+        return sr__store_fail(st, SR_EINVAL, "%s: a member without a name or a pack", st->path);
+    }
     if (sr_name_check(m->name, strlen(m->name)) != SR_OK || sr_store_is_pack_name(m->name)) {
         return sr__store_fail(st, SR_EINVAL, "%s: member \"%s\": not a tensor name", st->path,
                               SR_ESC(m->name));
     }
-    if (!sr_store_is_pack_name(m->pack)) {
+    if (!sr_store_is_pack_name(m->pack) || strlen(m->pack) > SR_STORE_MAX_NAME) {
         return sr__store_fail(st, SR_EINVAL, "%s: member %s: its pack \"%s\" is not a pack name",
                               st->path, SR_ESC(m->name), SR_ESC(m->pack));
     }
@@ -115,8 +118,33 @@ sr_store_add_members(sr_store *st, const sr_store_member *m, size_t n)
     return sr__store_ret(st, sr__store_end(st, rc));
 }
 
+/* The names of the members read so far, back to back, each member's as
+ * offsets until the list is done (the records' pointers are set then). */
+typedef struct {
+    char  *buf;
+    size_t len, cap;
+    size_t last_pack; /* the offset of the last pack name kept */
+} name_buf;
+
+static int
+keep_name(name_buf *nb, const char *s, size_t *at)
+{
+    size_t n = strlen(s) + 1;
+    char  *p = sr_grow_array(nb->buf, &nb->cap, nb->len + n, 1);
+
+    if (p == NULL) {
+        return -1;
+    }
+    nb->buf = p;
+    memcpy(nb->buf + nb->len, s, n);
+    *at = nb->len;
+    nb->len += n;
+    return 0;
+}
+
+/* One row into *m, its names into nb (offsets in at[0], at[1]). */
 static sr_err
-member_from_row(sr_store *st, sqlite3_stmt *s, sr_store_member *m)
+member_from_row(sr_store *st, sqlite3_stmt *s, sr_store_member *m, name_buf *nb, size_t at[2])
 {
     const char *name = (const char *)sqlite3_column_text(s, 0);
     const char *pack = (const char *)sqlite3_column_text(s, 1);
@@ -137,17 +165,52 @@ member_from_row(sr_store *st, sqlite3_stmt *s, sr_store_member *m)
         return sr__store_fail(st, SR_ECORRUPT, "%s: member %s has a bad row", st->path,
                               name != NULL ? SR_ESC(name) : "(null)");
     }
-    snprintf(m->name, sizeof(m->name), "%s", name);
-    snprintf(m->pack, sizeof(m->pack), "%s", pack);
+    /* A run of members shares its pack's name. */
+    if (nb->len > 0 && strcmp(nb->buf + nb->last_pack, pack) == 0) {
+        at[1] = nb->last_pack;
+    } else if (keep_name(nb, pack, &at[1]) != 0) {
+        return sr__store_fail(st, SR_ENOMEM, "member names");
+    }
+    nb->last_pack = at[1];
+    if (keep_name(nb, name, &at[0]) != 0) {
+        return sr__store_fail(st, SR_ENOMEM, "member names");
+    }
     return SR_OK;
+}
+
+/* The records and the names as one block (the list's contract); NULL: out
+ * of memory. */
+static sr_store_member *
+one_block(const sr_store_member *a, const size_t *at, size_t n, const name_buf *nb)
+{
+    size_t           head = n * sizeof(*a);
+    sr_store_member *out = malloc(head + nb->len + 1);
+
+    if (out == NULL) {
+        return NULL;
+    }
+    char *names = (char *)out + head;
+    if (n > 0) {
+        memcpy(out, a, head);
+    }
+    if (nb->len > 0) {
+        memcpy(names, nb->buf, nb->len);
+    }
+    for (size_t i = 0; i < n; i++) {
+        out[i].name = names + at[2 * i];
+        out[i].pack = names + at[2 * i + 1];
+    }
+    return out;
 }
 
 sr_err
 sr_store_list_members(sr_store *st, sr_store_member **out, size_t *n)
 {
     sqlite3_stmt    *s = NULL;
-    sr_store_member *a = NULL;
-    size_t           cnt = 0, cap = 0;
+    sr_store_member *a = NULL, *block = NULL;
+    size_t          *at = NULL;
+    name_buf         nb = {0};
+    size_t           cnt = 0, cap = 0, cap_at = 0;
     sr_err           rc;
     int              r;
 
@@ -169,12 +232,17 @@ sr_store_list_members(sr_store *st, sr_store_member **out, size_t *n)
     }
     while (rc == SR_OK && (r = sqlite3_step(s)) == SQLITE_ROW) {
         sr_store_member *p = cnt < cap ? a : sr_grow_array(a, &cap, cnt + 1, sizeof(*a));
-        if (p == NULL) {
+        size_t          *q =
+            2 * cnt + 2 <= cap_at ? at : sr_grow_array(at, &cap_at, 2 * cnt + 2, sizeof(*at));
+        if (p == NULL || q == NULL) {
+            a = p != NULL ? p : a;
+            at = q != NULL ? q : at;
             rc = sr__store_fail(st, SR_ENOMEM, "%zu members", cnt + 1);
             break;
         }
         a = p;
-        rc = member_from_row(st, s, &a[cnt]);
+        at = q;
+        rc = member_from_row(st, s, &a[cnt], &nb, &at[2 * cnt]);
         cnt += rc == SR_OK;
     }
     if (rc == SR_OK && r != SQLITE_DONE) {
@@ -182,11 +250,16 @@ sr_store_list_members(sr_store *st, sr_store_member **out, size_t *n)
     }
     sqlite3_finalize(s);
     rc = sr__store_end(st, rc);
+    if (rc == SR_OK && (block = one_block(a, at, cnt, &nb)) == NULL) {
+        rc = sr__store_fail(st, SR_ENOMEM, "%zu members", cnt);
+    }
+    free(a);
+    free(at);
+    free(nb.buf);
     if (rc != SR_OK) {
-        free(a);
         return sr__store_ret(st, rc);
     }
-    *out = a;
+    *out = block;
     *n = cnt;
     return SR_OK;
 }

@@ -173,14 +173,18 @@ static sr_err
 add_members(sr_store *st, const char *pack, size_t n, size_t each)
 {
     sr_store_member *m = calloc(n, sizeof(*m));
+    char            *names = calloc(n, 32);
     sr_err           rc;
 
-    if (m == NULL) {
+    if (m == NULL || names == NULL) {
+        free(m);
+        free(names);
         return sr_fail(SR_ENOMEM, "%zu members", n);
     }
     for (size_t i = 0; i < n; i++) {
-        snprintf(m[i].name, sizeof(m[i].name), "block%zu/w", i);
-        snprintf(m[i].pack, sizeof(m[i].pack), "%s", pack);
+        snprintf(names + 32 * i, 32, "block%zu/w", i);
+        m[i].name = names + 32 * i;
+        m[i].pack = pack;
         m[i].offset = i * each;
         m[i].dtype = SR_FLOAT32;
         m[i].ndim = 1;
@@ -191,6 +195,7 @@ add_members(sr_store *st, const char *pack, size_t n, size_t each)
     }
     rc = sr_store_add_members(st, m, n);
     free(m);
+    free(names);
     return rc;
 }
 

@@ -382,10 +382,12 @@ lay_out(packed *p)
         if (tv[t].sparse) {
             continue;
         }
-        int              k = pack_index(&tv[t]);
-        sr_store_member *m = &p->m[p->nm];
-        snprintf(m->name, sizeof(m->name), "%s", tv[t].name);
-        snprintf(m->pack, sizeof(m->pack), SR_STORE_PACK_PREFIX "%d", k);
+        int                      k = pack_index(&tv[t]);
+        sr_store_member         *m = &p->m[p->nm];
+        static const char *const pack_names[3] = {
+            SR_STORE_PACK_PREFIX "0", SR_STORE_PACK_PREFIX "1", SR_STORE_PACK_PREFIX "2"};
+        m->name = tv[t].name;
+        m->pack = pack_names[k];
         m->offset = p->bytes[k];
         m->dtype = tv[t].dtype;
         m->ndim = tv[t].ndim;
