@@ -23,6 +23,7 @@ if rev=$(git rev-parse --short HEAD 2>/dev/null); then
     echo "# git $rev"
 fi
 run store_commit "$BUILD/bench/store/store_commit"
+run store_small "$BUILD/bench/store/store_small" --runs 2 --step-log
 run local_reduce "$BUILD/bench/gpu/local_reduce"
 run optim_apply "$BUILD/bench/optim/optim_apply"
 # shellcheck disable=SC2086  # PERF_ARGS is a list of words

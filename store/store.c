@@ -41,10 +41,10 @@ static const char *const stmt_sql[STMT_COUNT] = {
      * once every version superseded at or before ?2 is gone, the only ones
      * a prune to ?1 may remove (a commit looks at the chunks it wrote, not
      * at every chunk that never changes). */
-    [STMT_VERSION_PRUNE_SINCE] = "DELETE FROM chunk WHERE (tensor_id, idx, step) IN (SELECT"
-                                 " o.tensor_id, o.idx, o.step FROM chunk AS n JOIN chunk AS o"
-                                 " ON o.tensor_id = n.tensor_id AND o.idx = n.idx AND"
-                                 " o.step < n.step WHERE n.step > ?2 AND n.step <= ?1)",
+    [STMT_VERSION_SUPERSEDED] = "SELECT o.tensor_id, o.idx, o.step FROM chunk AS n JOIN chunk AS o"
+                                " ON o.tensor_id = n.tensor_id AND o.idx = n.idx AND"
+                                " o.step < n.step WHERE n.step > ?2 AND n.step <= ?1",
+    [STMT_VERSION_DELETE] = "DELETE FROM chunk WHERE tensor_id = ?1 AND idx = ?2 AND step = ?3",
     [STMT_TENSORS_OF] = "SELECT id, var_id, slot, created_step FROM tensor WHERE var_id = ?1"
                         " ORDER BY slot",
     [STMT_VAR_INSERT] = "INSERT INTO variable(name, dtype, ndim, shape, nbytes, chunk_bytes,"

@@ -437,6 +437,68 @@ prune_sparse(sr_store *st, int64_t oldest, size_t nsparse)
 /* Record checkpoint g, then drop checkpoints beyond the newest K (but the
  * sparse history, keep[0..nsparse)) and the versions only they needed.
  * `oldest` is the oldest recent step that stays. */
+/* Drop the versions that a version written in (since, oldest] superseded
+ * (once every version superseded at or before `since` is gone, the only
+ * ones a prune to `oldest` may remove): found with a join, then deleted one
+ * by one by key.  One DELETE ... WHERE (key) IN (SELECT ...) did the same
+ * but opened a temporary b-tree for the list on every commit, ~10 us of a
+ * 4 KiB model's ~60 us commit (bench/store/store_small). */
+static sr_err
+prune_superseded(sr_store *st, int64_t oldest, int64_t since)
+{
+    enum { LOCAL = 16 };
+    int64_t       local[3 * LOCAL], *key = local;
+    size_t        n = 0, cap = LOCAL;
+    sqlite3_stmt *s;
+    sr_err        rc;
+    int           r;
+
+    if ((rc = sr__store_stmt(st, STMT_VERSION_SUPERSEDED, &s)) != SR_OK) {
+        return rc;
+    }
+    sqlite3_bind_int64(s, 1, oldest);
+    sqlite3_bind_int64(s, 2, since);
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            int64_t *grown = malloc(2 * cap * 3 * sizeof(*grown));
+            if (grown == NULL) {
+                sqlite3_reset(s);
+                rc = sr__store_fail(st, SR_ENOMEM, "%s: prune %zu chunk versions", st->path, n);
+                goto out;
+            }
+            memcpy(grown, key, n * 3 * sizeof(*key));
+            if (key != local) {
+                free(key);
+            }
+            key = grown;
+            cap *= 2;
+        }
+        for (int k = 0; k < 3; k++) {
+            key[3 * n + (size_t)k] = sqlite3_column_int64(s, k);
+        }
+        n++;
+    }
+    sqlite3_reset(s);
+    if (r != SQLITE_DONE) {
+        rc = sr__store_sqlerr(st, r, "find superseded chunk versions");
+        goto out;
+    }
+    for (size_t i = 0; i < n && rc == SR_OK; i++) {
+        if ((rc = sr__store_stmt(st, STMT_VERSION_DELETE, &s)) != SR_OK) {
+            break;
+        }
+        for (int k = 0; k < 3; k++) {
+            sqlite3_bind_int64(s, k + 1, key[3 * i + (size_t)k]);
+        }
+        rc = sr__store_run(st, s, "prune chunk versions");
+    }
+out:
+    if (key != local) {
+        free(key);
+    }
+    return rc;
+}
+
 static sr_err
 checkpoint_and_prune(sr_store *st, int64_t g, int64_t oldest, size_t nsparse, int64_t every)
 {
@@ -466,17 +528,14 @@ checkpoint_and_prune(sr_store *st, int64_t g, int64_t oldest, size_t nsparse, in
         return rc;
     }
     /* After the first prune of this handle, only what the steps since the
-     * last one superseded (STMT_VERSION_PRUNE_SINCE). */
-    int since = st->pruned_to >= 0 && st->pruned_to <= oldest;
-    if ((rc = sr__store_stmt(st, since ? STMT_VERSION_PRUNE_SINCE : STMT_VERSION_PRUNE, &s)) !=
-        SR_OK) {
-        return rc;
+     * last one superseded (prune_superseded). */
+    if (st->pruned_to >= 0 && st->pruned_to <= oldest) {
+        rc = prune_superseded(st, oldest, st->pruned_to);
+    } else if ((rc = sr__store_stmt(st, STMT_VERSION_PRUNE, &s)) == SR_OK) {
+        sqlite3_bind_int64(s, 1, oldest);
+        rc = sr__store_run(st, s, "prune chunk versions");
     }
-    sqlite3_bind_int64(s, 1, oldest);
-    if (since) {
-        sqlite3_bind_int64(s, 2, st->pruned_to);
-    }
-    if ((rc = sr__store_run(st, s, "prune chunk versions")) == SR_OK) {
+    if (rc == SR_OK) {
         st->pruning_to = oldest;
     }
     return rc;

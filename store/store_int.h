@@ -57,14 +57,15 @@ typedef enum {
     STMT_BEGIN_IMMEDIATE, /* BEGIN IMMEDIATE (every write transaction) */
     STMT_COMMIT,
     STMT_ROLLBACK,
-    STMT_META_GET,     /* ?1 key -> value */
-    STMT_META_SET,     /* ?1 key, ?2 value */
-    STMT_DATA_VERSION, /* PRAGMA data_version */
-    STMT_VARS,         /* all variables, by id */
-    STMT_TENSORS,      /* all tensors, by (var_id, slot) */
-    STMT_VAR_ONE,      /* one variable, as STMT_VARS */
-    STMT_TENSORS_OF,   /* one variable's tensors, as STMT_TENSORS */
-    STMT_VERSION_PRUNE_SINCE,
+    STMT_META_GET,           /* ?1 key -> value */
+    STMT_META_SET,           /* ?1 key, ?2 value */
+    STMT_DATA_VERSION,       /* PRAGMA data_version */
+    STMT_VARS,               /* all variables, by id */
+    STMT_TENSORS,            /* all tensors, by (var_id, slot) */
+    STMT_VAR_ONE,            /* one variable, as STMT_VARS */
+    STMT_TENSORS_OF,         /* one variable's tensors, as STMT_TENSORS */
+    STMT_VERSION_SUPERSEDED, /* versions superseded in (?2, ?1] -> (tensor_id, idx, step) */
+    STMT_VERSION_DELETE,     /* ?1 tensor, ?2 idx, ?3 step */
     STMT_VAR_INSERT,
     STMT_TENSOR_INSERT,
     STMT_CKPT_TOP,         /* newest ?1 checkpoint steps, descending */

@@ -78,7 +78,7 @@ test_chunk_dirty_commit_writes_only_dirty_chunks_old_step_keeps_old(void **state
 /* A version superseded by one that stops changing is pruned once the
  * retained steps pass it, by a commit that does not write that chunk (the
  * prune after a handle's first looks only at what the steps since
- * superseded, not at every chunk: store.c STMT_VERSION_PRUNE_SINCE); and a
+ * superseded, not at every chunk: store.c STMT_VERSION_SUPERSEDED); and a
  * chunk that never changes keeps its one version. */
 static void
 test_chunk_prune_of_a_chunk_that_stopped_changing(void **state)
