@@ -48,6 +48,8 @@
 #include "core/error.h"
 #include "store/store.h"
 
+#include "bench_store.h"
+
 #define MIB       (1024u * 1024u)
 #define VAR_BYTES (4u * MIB) /* variables of at most 4 MiB, like many layers */
 #define KEEP      3
@@ -69,29 +71,11 @@ typedef struct {
 
 static int page_kib; /* --page-kib: the store's page size; 0 = its default */
 
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double
 median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    qsort(v, (size_t)n, sizeof(*v), bench_cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void
-rm_store(const char *path)
-{
-    static const char *const sfx[] = {"", "-wal", "-shm", "-journal", "-mark"};
-    char                     p[1200];
-    for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
-        snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-        unlink(p);
-    }
 }
 
 /* Raw baseline: overwrite a preallocated file with the same bytes + fsync. */
@@ -222,7 +206,7 @@ bench_store(const char *dir, size_t nbytes, int sync, int64_t wal_bytes, uint8_t
     ms = calloc((size_t)reps, sizeof(*ms));
 
     snprintf(path, sizeof(path), "%s/store.db", dir);
-    rm_store(path);
+    bench_rm_store(path);
     memset(&o, 0, sizeof(o));
     o.create = 1;
     o.sync = sync;
@@ -276,7 +260,7 @@ bench_store(const char *dir, size_t nbytes, int sync, int64_t wal_bytes, uint8_t
     }
     sr_store_close(st);
     st = NULL;
-    rm_store(path);
+    bench_rm_store(path);
     res->size_kib = nbytes >> 10;
     res->sync = sync;
     res->commits = reps;
@@ -288,7 +272,7 @@ bench_store(const char *dir, size_t nbytes, int sync, int64_t wal_bytes, uint8_t
     return 0;
 fail:
     sr_store_close(st);
-    rm_store(path);
+    bench_rm_store(path);
     free(t);
     free(ms);
     return -1;
@@ -399,10 +383,7 @@ main(int argc, char **argv)
         }
     }
     if (dir == NULL) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(tmpl, sizeof(tmpl), "%s/sr-bench-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (mkdtemp(tmpl) == NULL) {
-            fprintf(stderr, "# mkdtemp %s: %s\n", tmpl, strerror(errno));
+        if (bench_temp_dir(tmpl, sizeof(tmpl), "store") != 0) {
             return 1;
         }
         dir = tmpl;

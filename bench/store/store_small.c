@@ -38,6 +38,8 @@
 #include "core/mem.h"
 #include "store/store.h"
 
+#include "bench_store.h"
+
 #define WARM    200
 #define KEEP    3
 #define MAX_WKS 64
@@ -48,24 +50,6 @@ typedef struct {
     double median_us, mean_us, p99_us;
     double wal_writes, file_writes; /* per commit */
 } result;
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void
-rm_store(const char *path)
-{
-    static const char *const sfx[] = {"", "-wal", "-shm", "-journal", "-mark"};
-    char                     p[1200];
-    for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
-        snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-        unlink(p);
-    }
-}
 
 typedef struct {
     size_t  kib;
@@ -97,7 +81,7 @@ run_one(const char *dir, const config *cf, int sync, int n, result *res)
     double                 total = 0;
 
     snprintf(path, sizeof(path), "%s/small.db", dir);
-    rm_store(path);
+    bench_rm_store(path);
     memset(&o, 0, sizeof(o));
     o.create = 1;
     o.sync = sync;
@@ -170,8 +154,8 @@ run_one(const char *dir, const config *cf, int sync, int n, result *res)
     }
     sr_store_get_wal_stats(&w1);
     sr_store_close(st);
-    rm_store(path);
-    qsort(us, (size_t)n, sizeof(*us), cmp_double);
+    bench_rm_store(path);
+    qsort(us, (size_t)n, sizeof(*us), bench_cmp_double);
     res->sync = sync;
     res->commits = n;
     res->median_us = n % 2 ? us[n / 2] : (us[n / 2 - 1] + us[n / 2]) / 2;
@@ -184,7 +168,7 @@ run_one(const char *dir, const config *cf, int sync, int n, result *res)
     return 0;
 fail:
     sr_store_close(st);
-    rm_store(path);
+    bench_rm_store(path);
     free(val);
     free(us);
     return -1;
@@ -264,10 +248,7 @@ main(int argc, char **argv)
         }
     }
     if (dir == NULL) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(tmpl, sizeof(tmpl), "%s/sr-bench-small-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (mkdtemp(tmpl) == NULL) {
-            fprintf(stderr, "# mkdtemp %s: %s\n", tmpl, strerror(errno));
+        if (bench_temp_dir(tmpl, sizeof(tmpl), "small") != 0) {
             return 1;
         }
         dir = tmpl;
