@@ -90,18 +90,12 @@ typedef struct {
     sr__pull_batch *b;
 } sr__pull_req;
 
-/* Where a pulled value goes instead of dsts[i] (sr__pull_many_into): item
- * i's n bytes at src, valid only during the call. */
-typedef void (*sr__pull_sink)(void *arg, size_t i, const void *src, size_t n);
-
 /* The pulls of one sr_client_pull_many, while the wait takes their answers. */
 struct sr__pull_batch {
     size_t             n;
     const char *const *names;
     void *const       *dsts;
     const size_t      *sizes;
-    sr__pull_sink      sink; /* NULL: each value is copied into dsts[i] */
-    void              *sink_arg;
     sr__pull_item     *item;
     sr__pull_req      *reqs;                           /* SR__PULL_WINDOW contexts */
     size_t             next;                           /* items before it are sent or done */
@@ -198,13 +192,8 @@ void   sr__push_free(sr_client *c);
  * ones it carried for this round's pulls, whole or merged into the cache
  * (a delta, SR_WIRE_F_HAVE_VARS). */
 void sr__pull_take_cache(sr_client *c, int asked);
-/* sr_client_pull_many, each value handed to sink (when not NULL) instead of
- * copied into dsts[i] (which may then be NULL; sizes still checked): the
- * model's pulls scatter a pack straight into the caller's buffers. */
-sr_err sr__pull_many_into(sr_client *c, size_t n, const char *const *names, void *const *dsts,
-                          const size_t *dst_bytes, sr__pull_sink sink, void *sink_arg);
-void   sr__pull_drop_cache(sr_client *c);
-void   sr__pull_free(sr_client *c);
+void sr__pull_drop_cache(sr_client *c);
+void sr__pull_free(sr_client *c);
 
 /* ---- model.c ---- */
 void sr__model_free(sr_client *c);

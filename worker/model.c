@@ -48,7 +48,6 @@ struct sr__model {
     const char **names;      /* sr_client_pull_many's arguments, ns each */
     void       **dsts;
     size_t      *sizes;
-    size_t      *slab_of; /* ... and each item's slab */
 };
 
 void
@@ -68,7 +67,6 @@ sr__model_free(sr_client *c)
     free(m->names);
     free(m->dsts);
     free(m->sizes);
-    free(m->slab_of);
     free(m);
     c->model = NULL;
 }
@@ -217,8 +215,7 @@ alloc_arenas(sr_client *c, sr__model *m)
 {
     if ((m->names = calloc(m->ns ? m->ns : 1, sizeof(*m->names))) == NULL ||
         (m->dsts = calloc(m->ns ? m->ns : 1, sizeof(*m->dsts))) == NULL ||
-        (m->sizes = calloc(m->ns ? m->ns : 1, sizeof(*m->sizes))) == NULL ||
-        (m->slab_of = calloc(m->ns ? m->ns : 1, sizeof(*m->slab_of))) == NULL) {
+        (m->sizes = calloc(m->ns ? m->ns : 1, sizeof(*m->sizes))) == NULL) {
         return sr__fail(c, SR_ENOMEM, "declare model: %zu variables", m->ns);
     }
     for (size_t k = 0; k < m->ns; k++) {
@@ -319,61 +316,31 @@ out:
     return rc;
 }
 
-/* Where pull_slabs' values go: a pulled slab's tensors straight into the
- * caller's values[i] (one copy of the bytes, not two); the client's own copy
- * (sr_client_model_value) takes the tensors the caller gave no buffer for,
- * and every tensor of a slab that does not change (pulled once). */
-typedef struct {
-    sr__model   *m;
-    size_t      *slab_of; /* pull_many's item -> slab */
-    void *const *values;
-} scatter;
-
-static void
-scatter_slab(void *arg, size_t item, const void *src, size_t n)
-{
-    const scatter *x = arg;
-    size_t         k = x->slab_of[item];
-    mslab         *s = &x->m->s[k];
-    const uint8_t *from = src;
-
-    if (x->values == NULL || !s->trainable) {
-        memcpy(s->value, src, n);
-    }
-    for (size_t i = 0; x->values != NULL && i < x->m->nt; i++) {
-        const mtensor *t = &x->m->t[i];
-        if (t->slab != k) {
-            continue;
-        }
-        if (x->values[i] != NULL) {
-            memcpy(x->values[i], from + t->offset, (size_t)t->nbytes);
-        } else if (s->trainable) {
-            memcpy(s->value + t->offset, from + t->offset, (size_t)t->nbytes);
-        }
-    }
-}
-
-/* Pull the slabs (all: every one, else the trainable ones) and hand each
- * tensor to values[i] (when given) or the client's own copy. */
+/* Pull the slabs (all: every one; else those whose values change) into
+ * their arenas, then copy each tensor into values[i] (when given). */
 static sr_err
 pull_slabs(sr_client *c, sr__model *m, int all, void *const *values)
 {
-    size_t  n = 0;
-    scatter x = {m, m->slab_of, values};
-    sr_err  rc;
+    size_t n = 0;
+    sr_err rc;
 
     for (size_t k = 0; k < m->ns; k++) {
         if (all || m->s[k].trainable) {
             m->names[n] = m->s[k].name;
             m->dsts[n] = m->s[k].value;
-            m->slab_of[n] = k;
             m->sizes[n++] = (size_t)m->s[k].nbytes;
         }
     }
-    if ((rc = sr__pull_many_into(c, n, m->names, m->dsts, m->sizes, scatter_slab, &x)) != SR_OK) {
+    if ((rc = sr_client_pull_many(c, n, m->names, m->dsts, m->sizes)) != SR_OK) {
         return rc;
     }
     m->all_pulled |= all;
+    for (size_t i = 0; values != NULL && i < m->nt; i++) {
+        const mslab *s = &m->s[m->t[i].slab];
+        if (values[i] != NULL && (all || s->trainable)) {
+            memcpy(values[i], s->value + m->t[i].offset, (size_t)m->t[i].nbytes);
+        }
+    }
     return SR_OK;
 }
 

@@ -272,9 +272,8 @@ typedef struct {
 SR_API int sr_client_declare_model(sr_client *c, size_t n, const sr_tensor_spec *tensors);
 
 /* Pull every tensor's current value; values[i] (dtype x shape bytes of
- * tensor i) receives it, straight from the message (one copy); for a NULL
- * entry (or values NULL) the client's own copy (sr_client_model_value)
- * receives it instead.  After sr_client_ready. */
+ * tensor i) receives it, NULL entries (or values NULL) only the client's
+ * own copy (sr_client_model_value).  After sr_client_ready. */
 SR_API int sr_client_model_pull(sr_client *c, void *const *values);
 
 /* One round: push grads[i] for every trainable dense tensor (a NULL entry:
@@ -285,12 +284,8 @@ SR_API int sr_client_model_pull(sr_client *c, void *const *values);
  * job has ended, SR_ENONFINITE ...). */
 SR_API int sr_client_model_step(sr_client *c, const void *const *grads, void *const *values);
 
-/* The client's own copy of tensor i's value (valid until sr_client_close),
- * or NULL for no such tensor.  The pulls rewrite it when they are given no
- * values[i] for the tensor; one that writes values[i] leaves it as it was
- * (a trainable tensor's; a not trainable one's is always kept).  So a
- * program uses either its own buffers or these copies: the no-copy form is
- * grads NULL and values NULL with sr_client_model_grad and this. */
+/* The client's own copy of tensor i's value (valid until sr_client_close;
+ * rewritten by the pulls), or NULL for no such tensor. */
 SR_API void *sr_client_model_value(sr_client *c, size_t i);
 
 /* Tensor i's place in the gradient buffer sr_client_model_step pushes when
