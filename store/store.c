@@ -93,6 +93,8 @@ static const char *const stmt_sql[STMT_COUNT] = {
                            " cursor = coalesce(excluded.cursor, worker.cursor)",
     [STMT_LOG_PUT] = "INSERT OR REPLACE INTO step_log(step, var_id, part, pos, task_index,"
                      " local_step) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [STMT_REPLICAS_PUT] = "INSERT OR REPLACE INTO step_replicas(step, replicas, replicas_open,"
+                          " total, min_replicas, live) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
 };
 
 /* ---------------------------------------------------------------------------

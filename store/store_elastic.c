@@ -24,35 +24,24 @@
 sr_err
 sr__store_put_step_replicas(sr_store *st, const sr_store_commit *c)
 {
-    sqlite3_stmt *s = NULL;
-    int           r;
-
-    if (c->nreplicas == 0) {
-        return SR_OK;
-    }
-    r = sqlite3_prepare_v3(st->db,
-                           "INSERT OR REPLACE INTO step_replicas(step, replicas, replicas_open,"
-                           " total, min_replicas, live) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-                           -1, SQLITE_PREPARE_PERSISTENT, &s, NULL);
-    if (r != SQLITE_OK) {
-        return sr__store_sqlerr(st, r, "prepare step_replicas");
-    }
     for (size_t i = 0; i < c->nreplicas; i++) {
         const sr_store_step_replicas *p = &c->replicas[i];
-        sqlite3_reset(s);
+        sqlite3_stmt                 *s;
+        sr_err                        rc;
+
+        if ((rc = sr__store_stmt(st, STMT_REPLICAS_PUT, &s)) != SR_OK) {
+            return rc;
+        }
         sqlite3_bind_int64(s, 1, p->step);
         sqlite3_bind_int(s, 2, p->replicas);
         sqlite3_bind_int(s, 3, p->replicas_open);
         sqlite3_bind_int(s, 4, p->total);
         sqlite3_bind_int(s, 5, p->min_replicas);
         sqlite3_bind_int(s, 6, p->live);
-        if ((r = sqlite3_step(s)) != SQLITE_DONE) {
-            sr_err rc = sr__store_sqlerr(st, r, "write step_replicas");
-            sqlite3_finalize(s);
+        if ((rc = sr__store_run(st, s, "write step_replicas")) != SR_OK) {
             return rc;
         }
     }
-    sqlite3_finalize(s);
     return SR_OK;
 }
 

@@ -86,6 +86,7 @@ typedef enum {
     STMT_CHUNK_AT,         /* ?1 tensor, ?2 idx, ?3 step -> newest (data_id, step, sum) <= step */
     STMT_WORKER_UPSERT,
     STMT_LOG_PUT,
+    STMT_REPLICAS_PUT, /* issue 26: one step's replica counts */
     STMT_COUNT
 } store_stmt_id;
 
