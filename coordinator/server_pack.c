@@ -522,8 +522,7 @@ sr__coord_handle_model(coord *c, req_ctx *r)
         return;
     }
     if ((d = calloc(n ? n : 1, sizeof(*d))) == NULL ||
-        (order = calloc(n ? n : 1, sizeof(*order))) == NULL ||
-        (m = calloc(n ? n : 1, sizeof(*m))) == NULL) {
+        (order = calloc(n ? n : 1, sizeof(*order))) == NULL) {
         REPLY_ERR(r, SR_ENOMEM, "MODEL: %zu tensors", n);
         goto out;
     }
@@ -571,7 +570,11 @@ sr__coord_handle_model(coord *c, req_ctx *r)
     }
     if (fresh > 0) {
         size_t npacks0 = c->npacks;
-        sr_err rc = place_new(c, d, n, g, m, &nm);
+        /* Records for the new tensors only: a worker's request (all of
+         * them stored) allocates none. */
+        sr_err rc = (m = calloc(fresh, sizeof(*m))) == NULL
+                        ? sr_fail(SR_ENOMEM, "%zu new tensors", fresh)
+                        : place_new(c, d, n, g, m, &nm);
         if (rc == SR_OK) {
             rc = sr_store_add_members(c->st, m, nm);
         }
