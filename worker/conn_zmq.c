@@ -6,7 +6,7 @@
  * connection goes again at once.  The only worker/ file that makes sockets;
  * unit tests replace it with a fake peer (tests/unit/worker/).
  *
- * Functions: zio_send, zio_reconnected, zio_poll, zio_recv, zio_now_ms,
+ * Functions: zio_send, zio_handshake_failed, zio_reconnected, zio_poll, zio_recv, zio_now_ms,
  * zio_sleep_ms, zio_close, net_opt, set_net_opts, sr__io_zmq_open.
  */
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "worker/client_int.h"
 
 /* The defaults of the network options (sr_client_options; docs/network.md):
@@ -30,10 +31,24 @@ enum {
 };
 
 typedef struct {
-    void *ctx, *sock;
-    void *mon;      /* PAIR reading the DEALER's connect events */
-    int   connects; /* CONNECTED events seen */
+    void   *ctx, *sock;
+    void   *mon;        /* PAIR reading the DEALER's connect and handshake events */
+    int     connects;   /* CONNECTED events seen */
+    int     handshakes; /* failed handshakes (each one connected again) */
+    int64_t redo_at;    /* when to connect again after one (0: not pending) */
+    char   *endpoint;
 } zio;
+
+#define ZIO_REDO_AFTER_MS 100 /* libzmq's own reconnect interval here */
+
+/* The events the monitor reports: a connection made, and a handshake that
+ * failed for good.  libzmq (4.3) does not connect again after a handshake's
+ * protocol error or the server's refusal: the session is gone, and the
+ * client would wait for the coordinator for ever (a worker of the net
+ * tests did, after a ZMTP error at start: about one start in 80 on a
+ * loaded machine).  This one connects again.  (A handshake cut by a reset
+ * or a timeout, HANDSHAKE_FAILED_NO_DETAIL, libzmq retries itself.) */
+#define ZIO_HANDSHAKE_FAILED (ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
 static int
 zio_send(void *arg, const void *data, size_t len, int flags)
@@ -44,6 +59,31 @@ zio_send(void *arg, const void *data, size_t len, int flags)
                         ((flags & SR__IO_DONTWAIT) ? ZMQ_DONTWAIT : 0)) < 0
                ? -1
                : 0;
+}
+
+/* A handshake failed for good (event, with libzmq's detail: a ZMTP error
+ * code, or the ZAP status): say so, the first time and every 100th, and
+ * make the connection again ZIO_REDO_AFTER_MS later (zio_poll). */
+static void
+zio_handshake_failed(zio *z, uint16_t event, uint32_t detail)
+{
+    int auth = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+
+    if (z->handshakes++ % 100 != 0 || sr__conn_quiet()) {
+        /* said already */
+    } else if (auth) {
+        SR_LOG(SR_LOG_WARN, "WORKER-HANDSHAKE",
+               "endpoint=%s failures=%d the connection's handshake: refused by the coordinator "
+               "(status %u: is this client's public key in the coordinator's --authorized-keys?); "
+               "connecting again",
+               z->endpoint, z->handshakes, (unsigned)detail);
+    } else {
+        SR_LOG(SR_LOG_WARN, "WORKER-HANDSHAKE",
+               "endpoint=%s failures=%d the connection's handshake: protocol error (ZMTP error "
+               "0x%x); connecting again",
+               z->endpoint, z->handshakes, (unsigned)detail);
+    }
+    z->redo_at = sr_clock_now_ms() + ZIO_REDO_AFTER_MS;
 }
 
 /* Drain the monitor; 1 if the DEALER reconnected.  The first connection
@@ -60,10 +100,15 @@ zio_reconnected(zio *z)
             zmq_msg_close(&ev);
             return connected;
         }
-        if (zmq_msg_size(&ev) >= 2) {
+        if (zmq_msg_size(&ev) >= 6) {
             const uint8_t *e = zmq_msg_data(&ev);
-            if ((uint16_t)(e[0] | e[1] << 8) == ZMQ_EVENT_CONNECTED) {
+            uint16_t       event = (uint16_t)(e[0] | e[1] << 8);
+            uint32_t       detail =
+                (uint32_t)e[2] | (uint32_t)e[3] << 8 | (uint32_t)e[4] << 16 | (uint32_t)e[5] << 24;
+            if (event == ZMQ_EVENT_CONNECTED) {
                 connected |= z->connects++ > 0;
+            } else if (event & ZIO_HANDSHAKE_FAILED) {
+                zio_handshake_failed(z, event, detail);
             }
         }
         int more = zmq_msg_more(&ev);
@@ -81,7 +126,19 @@ zio_poll(void *arg, int64_t timeout_ms)
 {
     zio           *z = arg;
     zmq_pollitem_t it[2] = {{z->sock, 0, ZMQ_POLLIN, 0}, {z->mon, 0, ZMQ_POLLIN, 0}};
-    int            rc = zmq_poll(it, z->mon ? 2 : 1, (long)timeout_ms);
+    int            rc;
+
+    if (z->redo_at != 0) {
+        int64_t left = z->redo_at - sr_clock_now_ms();
+        if (left <= 0) {
+            z->redo_at = 0;
+            zmq_disconnect(z->sock, z->endpoint); /* ENOENT when libzmq dropped it already */
+            zmq_connect(z->sock, z->endpoint);
+        } else if (timeout_ms < 0 || timeout_ms > left) {
+            timeout_ms = left;
+        }
+    }
+    rc = zmq_poll(it, z->mon ? 2 : 1, (long)timeout_ms);
 
     if (rc <= 0) {
         return rc;
@@ -137,6 +194,7 @@ zio_close(void *arg)
         while (zmq_ctx_term(z->ctx) != 0 && errno == EINTR) {
         }
     }
+    free(z->endpoint);
     free(z);
 }
 
@@ -257,7 +315,11 @@ sr__io_zmq_open(sr__io *io, const sr_client_options *opts, uint64_t client_id)
         goto fail;
     }
     snprintf(mon, sizeof(mon), "inproc://syncrep-client-%016llx", (unsigned long long)client_id);
-    if (zmq_socket_monitor(z->sock, mon, ZMQ_EVENT_CONNECTED) == 0 &&
+    if ((z->endpoint = strdup(opts->endpoint)) == NULL) {
+        rc = sr_fail(SR_ENOMEM, "sr_client_open");
+        goto fail;
+    }
+    if (zmq_socket_monitor(z->sock, mon, ZMQ_EVENT_CONNECTED | ZIO_HANDSHAKE_FAILED) == 0 &&
         (z->mon = zmq_socket(z->ctx, ZMQ_PAIR)) != NULL && zmq_connect(z->mon, mon) != 0) {
         zmq_close(z->mon); /* without it, resends wait for their timer */
         z->mon = NULL;

@@ -2,16 +2,21 @@
  * CURVE: `syncrep keygen` writes usable key pairs; with CURVE on, a client
  * with a listed key trains, while a plaintext client, a client with an
  * unlisted key and a client with a wrong server key are all refused, each
- * refusal logged once (rate-limited) and none with an effect on the model.
+ * refusal logged once (rate-limited) and none with an effect on the model;
+ * a client refused once connects again (libzmq alone never would) and is
+ * admitted when a coordinator that lists its key comes up.
  */
 #include "sr_test.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include "core/log.h"
 #include "harness.h"
 #include "syncrep/syncrep.h"
 
@@ -153,12 +158,99 @@ test_security_bad_key_files_refuse_to_start(void **state)
     sr_harness_fini(&h);
 }
 
+/* The client side's log lines of id WORKER-HANDSHAKE (sr_log_set_sink). */
+static int handshake_lines;
+
+static void
+count_handshake(void *arg, int level, const char *id, const char *msg)
+{
+    (void)arg;
+    (void)level;
+    if (strcmp(id, "WORKER-HANDSHAKE") == 0 && strstr(msg, "refused by the coordinator") &&
+        strstr(msg, "--authorized-keys")) {
+        handshake_lines++;
+    }
+}
+
+typedef struct {
+    sr_harness *h;
+    const char *server_pub;
+    keypair    *k;
+    sr_client  *c;
+    int         rc;
+} opener;
+
+static void *
+open_thread(void *arg)
+{
+    opener *o = arg;
+    o->rc = open_client(o->h, 0, o->server_pub, o->k, 20000, &o->c);
+    return NULL;
+}
+
+static void
+write_keys(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", key);
+    fclose(f);
+}
+
+/* libzmq (4.3) ends a connection whose handshake the server refused and
+ * never makes it again: a worker that started while its key was not yet
+ * listed (or hit any handshake error) waited for ever.  The client connects
+ * again, says why it was refused, and is admitted by the next coordinator
+ * on the endpoint that lists its key. */
+static void
+test_security_refused_client_connects_again(void **state)
+{
+    sr_harness h;
+    keypair    server, client, other;
+    char       keys[1100], secret[1100];
+    pthread_t  t;
+    (void)state;
+
+    sr_harness_init(&h, "curveagain");
+    keygen(&h, "server", &server);
+    keygen(&h, "client", &client);
+    keygen(&h, "other", &other);
+    snprintf(keys, sizeof(keys), "%s/authorized", h.dir);
+    snprintf(secret, sizeof(secret), "%s/server.secret", h.dir);
+    write_keys(keys, other.pub);
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
+                     "--curve-secret-key-file", secret, "--authorized-keys", keys, NULL);
+    sr_log_set_sink(count_handshake, NULL);
+    opener o = {&h, server.pub, &client, NULL, -1};
+    assert_int_equal(pthread_create(&t, NULL, open_thread, &o), 0);
+    for (int i = 0; i < 100 && sr_harness_log_count(&h, client.pub) == 0; i++) {
+        usleep(50 * 1000);
+    }
+    assert_int_equal(sr_harness_log_count(&h, client.pub), 1); /* refused */
+    usleep(300 * 1000);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    write_keys(keys, client.pub);
+    sr_harness_start(&h, "--replicas-to-aggregate", "1", "--learning-rate", "1.0",
+                     "--curve-secret-key-file", secret, "--authorized-keys", keys, NULL);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    sr_log_set_sink(NULL, NULL);
+    assert_sr_ok(o.rc); /* HELLO answered by the second coordinator */
+    assert_true(handshake_lines >= 1);
+    const double x0 = 2.0;
+    assert_sr_ok(sr_client_declare(o.c, "x", SR_FLOAT64, 0, NULL, &x0));
+    assert_sr_ok(sr_client_ready(o.c));
+    sr_client_close(o.c);
+    assert_int_equal(sr_harness_stop(&h), 0);
+    sr_harness_fini(&h);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_security_curve_admits_listed_refuses_others),
         cmocka_unit_test(test_security_bad_key_files_refuse_to_start),
+        cmocka_unit_test(test_security_refused_client_connects_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
