@@ -5,9 +5,12 @@
  */
 #include "sr_test.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,6 +90,21 @@ test_ops_bind_refused_in_words_no_store(void **state)
     expect_bind_refused(dir, "tcp://:7999", "has no address before the port");
     expect_bind_refused(dir, "udp://127.0.0.1:7999", "unknown transport 'udp'");
     expect_bind_refused(dir, "tcp://192.0.2.1:7999", "is not an address of this machine");
+    /* A port another process listens on (the trial binds a socket that
+     * never listens: a worker connecting meanwhile cannot reach it). */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t          alen = sizeof(a);
+    int                fd = socket(AF_INET, SOCK_STREAM, 0);
+    char               ep[64];
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    expect_bind_refused(dir, ep, "the port is in use by another process");
+    snprintf(ep, sizeof(ep), "tcp://lo:%u", (unsigned)ntohs(a.sin_port));
+    expect_bind_refused(dir, ep, "the port is in use by another process");
+    close(fd);
     sr_test_rmdir_rf(dir);
     free(dir);
 }
