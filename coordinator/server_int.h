@@ -345,12 +345,13 @@ typedef struct coord {
     int64_t          last_snapshot_ns; /* when the last one was handed over */
     /* issue 28: the checkpoint policy (ckpt_policy.h), fed by commit_step
      * and the commit paths; the loop's thread only. */
-    sr_ckpt ckpt;
-    int64_t ckpt_wseen;    /* async: the writer's last commit the policy was told of */
-    int     ckpt_overlap;  /* async: the writer was busy during the step in progress */
-    int64_t ckpt_logged_k; /* the interval the last COORD-CKPT-INTERVAL line gave */
-    void   *scratch[2];    /* aligned copies of small, misaligned frames */
-    size_t  scratch_cap[2];
+    sr_ckpt  ckpt;
+    int64_t  ckpt_wseen;     /* async: the writer's last commit the policy was told of */
+    int      ckpt_overlap;   /* async: the writer was busy during the step in progress */
+    int64_t  ckpt_logged_k;  /* the interval the last COORD-CKPT-INTERVAL line gave */
+    uint64_t ckpt_thread_us; /* sync: the WAL checkpoint thread's time the policy has seen */
+    void    *scratch[2];     /* aligned copies of small, misaligned frames */
+    size_t   scratch_cap[2];
     /* A sparse push split by partition: indices, rows, per-partition counts. */
     int64_t  *sp_idx;
     uint8_t  *sp_rows;
