@@ -20,7 +20,8 @@
  *      less the commit that held the earlier step's tokens (--commit sync);
  *      with --commit async, only steps the writer did not overlap count.
  *   C  what one commit costs the steps.  sync: the commit's own time (it is
- *      on the step's path: the tokens wait for it).  async: the slow-down of
+ *      on the step's path: the tokens wait for it), plus the WAL checkpoint
+ *      thread's time since the last commit (server_commit.c adds it).  async: the slow-down of
  *      the steps the writer overlapped, sum(d_i) - n * T over those steps
  *      (it competes with the workers for the cores), judged at the first
  *      step the writer no longer overlaps; until a clean step time exists,
