@@ -66,6 +66,10 @@ typedef struct {
      * before each push, as a model's forward and backward pass would
      * (asleep: the accelerator's time, not the CPU's). */
     int compute_us;
+    /* issue 23, with MANY_MODEL: the gradients written once into the
+     * client's own buffers (sr_client_model_grad) and the step called with
+     * grads and values NULL: no gather, no scatter (the API's zero-copy use). */
+    int model_inplace;
 } run_cfg;
 
 enum { MANY_CALLS = 1, MANY_MODEL = 2 };

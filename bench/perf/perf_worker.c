@@ -258,9 +258,13 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
         fail_msg(s, "ready: %s", sr_client_error(cl));
         goto out;
     }
-    if (c->many == MANY_MODEL && sr_client_model_pull(cl, mio.vp) != SR_OK) {
+    if (c->many == MANY_MODEL &&
+        sr_client_model_pull(cl, c->model_inplace ? NULL : mio.vp) != SR_OK) {
         fail_msg(s, "model pull: %s", sr_client_error(cl));
         goto out;
+    }
+    for (int v = 0; c->many == MANY_MODEL && c->model_inplace && v < c->nvars; v++) {
+        memcpy(sr_client_model_grad(cl, (size_t)v), mio.gp[v], run_cfg_tensor_bytes(c, v));
     }
     for (;;) {
         if (c->compute_us > 0) {
@@ -270,7 +274,8 @@ sync_worker(const run_cfg *c, int w, const char *endpoint, pid_t coord, shm *sh)
         if (c->many == MANY_MODEL) {
             /* One call: the pushes, the token and the pulls of the round. */
             s->phase = PH_STEP;
-            if (sr_client_model_step(cl, mio.gp, mio.vp) != SR_OK) {
+            if (sr_client_model_step(cl, c->model_inplace ? NULL : mio.gp,
+                                     c->model_inplace ? NULL : mio.vp) != SR_OK) {
                 fail_msg(s, "model step: %s", sr_client_error(cl));
                 goto out;
             }
