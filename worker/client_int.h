@@ -84,6 +84,11 @@ enum { SR__PULL_TO_SEND, SR__PULL_IN_FLIGHT, SR__PULL_DONE };
 
 typedef struct sr__pull_batch sr__pull_batch;
 
+/* Where a pulled value goes instead of dsts[i] (sr__pull_many_into): item
+ * i's value message, its size checked; valid only during the call (the
+ * sink may take a reference with zmq_msg_copy). */
+typedef void (*sr__pull_sink)(void *arg, size_t i, zmq_msg_t *value);
+
 /* One PULL in flight: its context in the id map, and the pulls it is of. */
 typedef struct {
     sr__req         req; /* first: the map's entry */
@@ -96,6 +101,8 @@ struct sr__pull_batch {
     const char *const *names;
     void *const       *dsts;
     const size_t      *sizes;
+    sr__pull_sink      sink; /* NULL: each value is copied into dsts[i] */
+    void              *sink_arg;
     sr__pull_item     *item;
     sr__pull_req      *reqs;                           /* SR__PULL_WINDOW contexts */
     size_t             next;                           /* items before it are sent or done */
@@ -181,7 +188,19 @@ struct sr_client {
 sr_err sr__io_zmq_open(sr__io *io, const sr_client_options *opts, uint64_t client_id);
 
 /* ---- push.c ---- */
-void   sr__push_count(sr_client *c, int outcome);
+void sr__push_count(sr_client *c, int outcome);
+/* Writes bytes [off, off + len) of a gradient at its place just before
+ * they are sent (sr__push_filled): the model gathers a pack's tensors a
+ * partition at a time, each while the one before travels. */
+typedef struct {
+    void (*fn)(void *arg, size_t off, size_t len);
+    void *arg;
+} sr__push_fill;
+
+/* sr_client_push_step (step 0: sr_client_push) of the bytes at grad, which
+ * fill writes there just before they leave. */
+sr_err sr__push_filled(sr_client *c, const char *name, const void *grad, size_t bytes,
+                       const sr__push_fill *fill, int step);
 sr_err sr__push_take_deferred(sr_client *c);
 sr_err sr__push_flush(sr_client *c, int *restarted);
 void   sr__push_drop_ext(sr_client *c);
@@ -192,8 +211,13 @@ void   sr__push_free(sr_client *c);
  * ones it carried for this round's pulls, whole or merged into the cache
  * (a delta, SR_WIRE_F_HAVE_VARS). */
 void sr__pull_take_cache(sr_client *c, int asked);
-void sr__pull_drop_cache(sr_client *c);
-void sr__pull_free(sr_client *c);
+/* sr_client_pull_many, each value handed to sink (when not NULL) instead of
+ * copied into dsts[i] (which may then be NULL; sizes are still checked):
+ * the model's pulls scatter a pack straight into the caller's buffers. */
+sr_err sr__pull_many_into(sr_client *c, size_t n, const char *const *names, void *const *dsts,
+                          const size_t *dst_bytes, sr__pull_sink sink, void *sink_arg);
+void   sr__pull_drop_cache(sr_client *c);
+void   sr__pull_free(sr_client *c);
 
 /* ---- model.c ---- */
 void sr__model_free(sr_client *c);

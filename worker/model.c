@@ -5,10 +5,21 @@
  * ordinary variables, keeps one value arena and, for trainable ones, one
  * gradient arena per pack, and runs a round as the per-variable calls
  * would: push each trainable pack (the last with the token request), take
- * the token, pull the trainable packs.  Tensors that never change (not
+ * the token, pull the trainable packs.  A pack's gradients are gathered
+ * into its arena a partition at a time, each just before it is sent, so
+ * the gather of one overlaps the travel of the one before.  Tensors that never change (not
  * trainable) are pulled once.  Sparse tensors are variables of their own,
  * pushed beside the call with sr_client_push_sparse.  docs/protocol.md,
  * MODEL; docs/architecture.md, "Packs".
+ *
+ * A pull writes each tensor once: straight from the reply's message into
+ * the caller's values[i].  The client's own copy of a slab (the value
+ * arena, sr_client_model_value) is then behind, and the slab keeps a
+ * reference to the message instead (no copy: ZeroMQ counts references to a
+ * large message).  The first sr_client_model_value brings every arena up to
+ * date from the messages held; from then on the pulls write the arena too,
+ * so a pointer handed out is never stale.  A program that only passes its
+ * own buffers pays one copy of the model's bytes per pull, not two.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -19,7 +30,7 @@
 #include "core/text.h"
 #include "worker/client_int.h"
 
-/* A tensor of the model: where its bytes are. */
+/* A tensor of the model: where its bytes are (by_slab lists them by slab). */
 typedef struct {
     uint32_t slab;   /* index into the slabs */
     uint64_t offset; /* in the slab's arenas */
@@ -29,14 +40,17 @@ typedef struct {
 /* A pack, or a tensor kept as a variable of its own (sparse ones): one
  * variable of the coordinator's, with its arenas. */
 typedef struct {
-    char     name[SR_WIRE_MAX_NAME + 1];
-    int      dtype;
-    uint64_t nbytes;
-    int      trainable; /* its values change every step */
-    int      pushed;    /* a pack of trainable tensors: this call pushes it */
-    size_t   alone;     /* a tensor of its own: its index; a pack: SIZE_MAX */
-    uint8_t *value;
-    uint8_t *grad; /* pushed packs only */
+    char      name[SR_WIRE_MAX_NAME + 1];
+    int       dtype;
+    uint64_t  nbytes;
+    int       trainable; /* its values change every step */
+    int       pushed;    /* a pack of trainable tensors: this call pushes it */
+    size_t    alone;     /* a tensor of its own: its index; a pack: SIZE_MAX */
+    size_t    t0, tn;    /* its tensors: by_slab[t0 .. t0 + tn) */
+    uint8_t  *value;
+    uint8_t  *grad;   /* pushed packs only */
+    zmq_msg_t last;   /* the last pulled value, while `behind` */
+    int       behind; /* value is older than `last` (own copy not handed out yet) */
 } mslab;
 
 struct sr__model {
@@ -44,10 +58,13 @@ struct sr__model {
     size_t       nt;
     mslab       *s;
     size_t       ns;
+    size_t      *by_slab;    /* tensor indices, grouped by slab */
     int          all_pulled; /* every slab pulled once: the unchanging ones need no more */
+    int          own_out;    /* sr_client_model_value handed out a pointer: pulls keep values */
     const char **names;      /* sr_client_pull_many's arguments, ns each */
     void       **dsts;
     size_t      *sizes;
+    size_t      *slab_of; /* the slab of each pulled item */
 };
 
 void
@@ -61,12 +78,17 @@ sr__model_free(sr_client *c)
     for (size_t i = 0; i < m->ns; i++) {
         free(m->s[i].value);
         free(m->s[i].grad);
+        if (m->s[i].behind) {
+            zmq_msg_close(&m->s[i].last);
+        }
     }
     free(m->t);
     free(m->s);
+    free(m->by_slab);
     free(m->names);
     free(m->dsts);
     free(m->sizes);
+    free(m->slab_of);
     free(m);
     c->model = NULL;
 }
@@ -140,6 +162,29 @@ model_rpc(sr_client *c, const uint8_t *body, size_t len)
     }
 }
 
+/* by_slab: the tensors of each slab together (a counting sort), so a
+ * pulled slab is scattered without looking at the others. */
+static sr_err
+group_by_slab(sr_client *c, sr__model *m)
+{
+    if ((m->by_slab = calloc(m->nt ? m->nt : 1, sizeof(*m->by_slab))) == NULL) {
+        return sr__fail(c, SR_ENOMEM, "declare model: %zu tensors", m->nt);
+    }
+    for (size_t i = 0; i < m->nt; i++) {
+        m->s[m->t[i].slab].tn++;
+    }
+    for (size_t k = 0, at = 0; k < m->ns; k++) {
+        m->s[k].t0 = at;
+        at += m->s[k].tn;
+        m->s[k].tn = 0;
+    }
+    for (size_t i = 0; i < m->nt; i++) {
+        mslab *s = &m->s[m->t[i].slab];
+        m->by_slab[s->t0 + s->tn++] = i;
+    }
+    return SR_OK;
+}
+
 /* The model from the reply: slabs (the packs, then the tensors alone) and
  * each tensor's place, checked against the specs. */
 static sr_err
@@ -202,7 +247,7 @@ build(sr_client *c, sr__model *m, size_t n, const sr_wire_vardesc *d)
         m->t[i].slab = pl[i].pack;
         m->t[i].offset = pl[i].offset;
     }
-    rc = SR_OK;
+    rc = group_by_slab(c, m);
 out:
     free(pd);
     free(pl);
@@ -215,7 +260,8 @@ alloc_arenas(sr_client *c, sr__model *m)
 {
     if ((m->names = calloc(m->ns ? m->ns : 1, sizeof(*m->names))) == NULL ||
         (m->dsts = calloc(m->ns ? m->ns : 1, sizeof(*m->dsts))) == NULL ||
-        (m->sizes = calloc(m->ns ? m->ns : 1, sizeof(*m->sizes))) == NULL) {
+        (m->sizes = calloc(m->ns ? m->ns : 1, sizeof(*m->sizes))) == NULL ||
+        (m->slab_of = calloc(m->ns ? m->ns : 1, sizeof(*m->slab_of))) == NULL) {
         return sr__fail(c, SR_ENOMEM, "declare model: %zu variables", m->ns);
     }
     for (size_t k = 0; k < m->ns; k++) {
@@ -316,31 +362,84 @@ out:
     return rc;
 }
 
+/* The own copy of slab s is up to date again (from the message held). */
+static void
+catch_up(mslab *s)
+{
+    if (s->behind) {
+        memcpy(s->value, zmq_msg_data(&s->last), (size_t)s->nbytes);
+        zmq_msg_close(&s->last);
+        s->behind = 0;
+    }
+}
+
+/* What a model pull writes where. */
+typedef struct {
+    sr__model   *m;
+    void *const *values;
+} pull_ctx;
+
+/* sr__pull_sink: slab slab_of[item]'s pulled value into values[i] of each
+ * of its tensors given one, and into the own copy: whole once it has been
+ * handed out (or for a tensor given no buffer); else the copy falls
+ * behind and the slab holds the message for catch_up. */
+static void
+take_slab(void *arg, size_t item, zmq_msg_t *msg)
+{
+    const pull_ctx *x = arg;
+    sr__model      *m = x->m;
+    mslab          *s = &m->s[m->slab_of[item]];
+    const uint8_t  *src = zmq_msg_data(msg);
+    int             own = m->own_out || x->values == NULL;
+
+    /* Tensor by tensor, each copied on while its bytes are in the cache.
+     * The bytes between tensors (padding, a dropped tensor's place) are of
+     * no tensor, and no call reads them from the own copy. */
+    for (size_t j = s->t0; j < s->t0 + s->tn; j++) {
+        const mtensor *t = &m->t[m->by_slab[j]];
+        void          *dst = x->values != NULL ? x->values[m->by_slab[j]] : NULL;
+        if (dst != NULL) {
+            memcpy(dst, src + t->offset, (size_t)t->nbytes);
+        }
+        if (own || dst == NULL) {
+            memcpy(s->value + t->offset, src + t->offset, (size_t)t->nbytes);
+        }
+    }
+    if (s->behind) {
+        zmq_msg_close(&s->last);
+        s->behind = 0;
+    }
+    if (!own) { /* the own copy falls behind: hold the message instead */
+        zmq_msg_init(&s->last);
+        s->behind = zmq_msg_copy(&s->last, msg) == 0;
+        if (!s->behind) { /* no reference to be had: copy now */
+            zmq_msg_close(&s->last);
+            memcpy(s->value, src, (size_t)s->nbytes);
+        }
+    }
+}
+
 /* Pull the slabs (all: every one; else those whose values change) into
- * their arenas, then copy each tensor into values[i] (when given). */
+ * values[i] (when given) and the own copy (above). */
 static sr_err
 pull_slabs(sr_client *c, sr__model *m, int all, void *const *values)
 {
-    size_t n = 0;
-    sr_err rc;
+    pull_ctx x = {m, values};
+    size_t   n = 0;
+    sr_err   rc;
 
     for (size_t k = 0; k < m->ns; k++) {
         if (all || m->s[k].trainable) {
             m->names[n] = m->s[k].name;
             m->dsts[n] = m->s[k].value;
+            m->slab_of[n] = k;
             m->sizes[n++] = (size_t)m->s[k].nbytes;
         }
     }
-    if ((rc = sr_client_pull_many(c, n, m->names, m->dsts, m->sizes)) != SR_OK) {
+    if ((rc = sr__pull_many_into(c, n, m->names, m->dsts, m->sizes, take_slab, &x)) != SR_OK) {
         return rc;
     }
     m->all_pulled |= all;
-    for (size_t i = 0; values != NULL && i < m->nt; i++) {
-        const mslab *s = &m->s[m->t[i].slab];
-        if (values[i] != NULL && (all || s->trainable)) {
-            memcpy(values[i], s->value + m->t[i].offset, (size_t)m->t[i].nbytes);
-        }
-    }
     return SR_OK;
 }
 
@@ -366,6 +465,39 @@ sr_client_model_pull(sr_client *c, void *const *values)
     return rc != SR_OK ? rc : pull_slabs(c, c->model, 1, values);
 }
 
+/* What a model push gathers: the caller's gradients of one slab. */
+typedef struct {
+    const sr__model   *m;
+    const mslab       *s;
+    const void *const *grads;
+} gather_ctx;
+
+/* sr__push_fill: bytes [off, off + len) of the slab's gradient arena from
+ * the caller's gradients (a NULL one: zeros) of the tensors there.  The
+ * bytes of no tensor stay the zeros they were allocated with. */
+static void
+gather(void *arg, size_t off, size_t len)
+{
+    const gather_ctx *x = arg;
+    const sr__model  *m = x->m;
+    const mslab      *s = x->s;
+
+    for (size_t j = s->t0; j < s->t0 + s->tn; j++) {
+        const mtensor *t = &m->t[m->by_slab[j]];
+        const uint8_t *g = x->grads[m->by_slab[j]];
+        uint64_t       lo = t->offset > off ? t->offset : off;
+        uint64_t       hi = t->offset + t->nbytes < off + len ? t->offset + t->nbytes : off + len;
+        if (lo >= hi) {
+            continue;
+        }
+        if (g != NULL) {
+            memcpy(s->grad + lo, g + (lo - t->offset), (size_t)(hi - lo));
+        } else {
+            memset(s->grad + lo, 0, (size_t)(hi - lo));
+        }
+    }
+}
+
 int
 sr_client_model_step(sr_client *c, const void *const *grads, void *const *values)
 {
@@ -377,27 +509,20 @@ sr_client_model_step(sr_client *c, const void *const *grads, void *const *values
         return rc;
     }
     m = c->model;
-    for (size_t i = 0; grads != NULL && i < m->nt; i++) {
-        mslab *s = &m->s[m->t[i].slab];
-        if (!s->pushed) {
-            continue;
-        }
-        if (grads[i] != NULL) {
-            memcpy(s->grad + m->t[i].offset, grads[i], (size_t)m->t[i].nbytes);
-        } else {
-            memset(s->grad + m->t[i].offset, 0, (size_t)m->t[i].nbytes);
-        }
-    }
     for (size_t k = 0; k < m->ns; k++) {
         last = m->s[k].pushed ? k : last;
     }
     for (size_t k = 0; k < m->ns; k++) {
-        const mslab *s = &m->s[k];
+        const mslab  *s = &m->s[k];
+        gather_ctx    x = {m, s, grads};
+        sr__push_fill fill = {gather, &x};
         if (!s->pushed) {
             continue;
         }
-        rc = k == last ? sr_client_push_step(c, s->name, s->grad, (size_t)s->nbytes)
-                       : sr_client_push(c, s->name, s->grad, (size_t)s->nbytes);
+        /* The gradients are gathered a partition at a time, as it is sent
+         * (grads NULL: they are in the arena already). */
+        rc = sr__push_filled(c, s->name, s->grad, (size_t)s->nbytes, grads != NULL ? &fill : NULL,
+                             k == last);
         if (rc != SR_OK) {
             return rc;
         }
@@ -411,10 +536,18 @@ sr_client_model_step(sr_client *c, const void *const *grads, void *const *values
 void *
 sr_client_model_value(sr_client *c, size_t i)
 {
-    if (c == NULL || c->model == NULL || i >= c->model->nt) {
+    sr__model *m = c != NULL ? c->model : NULL;
+
+    if (m == NULL || i >= m->nt) {
         return NULL;
     }
-    return c->model->s[c->model->t[i].slab].value + c->model->t[i].offset;
+    if (!m->own_out) { /* from now on every pull keeps the own copy */
+        for (size_t k = 0; k < m->ns; k++) {
+            catch_up(&m->s[k]);
+        }
+        m->own_out = 1;
+    }
+    return m->s[m->t[i].slab].value + m->t[i].offset;
 }
 
 void *

@@ -9,9 +9,9 @@
  * ones; a restart puts its items back to be sent to the new incarnation.
  *
  * Functions: sr__pull_drop_cache, sr__pull_take_cache, batch_room,
- * batch_slot, batch_send, pull_send, batch_fill, pull_value, batch_answer,
- * pull_reply, pull_lost, pull_cached, batch_forget, sr_client_pull_many,
- * sr_client_pull, sr__pull_free.
+ * batch_slot, batch_send, pull_send, batch_fill, deliver, pull_value,
+ * batch_answer, pull_reply, pull_lost, pull_cached, batch_forget,
+ * sr_client_pull_many, sr__pull_many_into, sr_client_pull, sr__pull_free.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -213,14 +213,27 @@ batch_fill(sr_client *c, sr__pull_batch *b)
     }
 }
 
-/* One variable of a PULL reply (its descriptor and value frames) into dst;
- * named: the descriptor must name it (a reply of many). */
-static sr_err
-pull_value(sr_client *c, const char *name, void *dst, size_t dst_bytes, const zmq_msg_t *desc,
-           const zmq_msg_t *value, int named)
+/* Item i's value (its size checked) to where the batch wants it. */
+static void
+deliver(const sr__pull_batch *b, size_t i, zmq_msg_t *value)
 {
+    if (b->sink != NULL) {
+        b->sink(b->sink_arg, i, value);
+    } else if (b->sizes[i] > 0) {
+        memcpy(b->dsts[i], zmq_msg_data(value), b->sizes[i]);
+    }
+}
+
+/* Item i of b from a PULL reply (its descriptor and value frames); named:
+ * the descriptor must name it (a reply of many). */
+static sr_err
+pull_value(sr_client *c, const sr__pull_batch *b, size_t i, const zmq_msg_t *desc, zmq_msg_t *value,
+           int named)
+{
+    const char     *name = b->names[i];
+    size_t          dst_bytes = b->sizes[i];
     sr_wire_vardesc vd;
-    size_t          n = zmq_msg_size((zmq_msg_t *)value);
+    size_t          n = zmq_msg_size(value);
 
     if (sr_wire_vardesc_decode(zmq_msg_data((zmq_msg_t *)desc), zmq_msg_size((zmq_msg_t *)desc),
                                &vd) != SR_OK ||
@@ -233,9 +246,7 @@ pull_value(sr_client *c, const char *name, void *dst, size_t dst_bytes, const zm
         return sr__fail(c, SR_EINVAL, "pull %s: variable is %s%s = %zu bytes, buffer is %zu",
                         SR_ESC(name), sr_dtype_name(vd.dtype), s, n, dst_bytes);
     }
-    if (dst_bytes > 0) {
-        memcpy(dst, zmq_msg_data((zmq_msg_t *)value), dst_bytes);
-    }
+    deliver(b, i, value);
     c->global_step = c->rh.local_step;
     return SR_OK;
 }
@@ -254,7 +265,7 @@ batch_answer(sr_client *c, sr__pull_batch *b, size_t i, size_t n)
     if (n == 1) {
         return c->nrep != 2
                    ? sr__fail(c, SR_EPROTO, "pull %s: malformed reply", SR_ESC(b->names[i]))
-                   : pull_value(c, b->names[i], b->dsts[i], b->sizes[i], &c->rep[0], &c->rep[1], 0);
+                   : pull_value(c, b, i, &c->rep[0], &c->rep[1], 0);
     }
     if (c->nrep < 1 ||
         sr_wire_vars_hdr_decode(zmq_msg_data(&c->rep[0]), zmq_msg_size(&c->rep[0]), &vh) != SR_OK ||
@@ -263,8 +274,7 @@ batch_answer(sr_client *c, sr__pull_batch *b, size_t i, size_t n)
     }
     for (size_t k = 0; rc == SR_OK && k < n; i++) {
         if (b->item[i].req == c->rh.request_id) {
-            rc = pull_value(c, b->names[i], b->dsts[i], b->sizes[i], &c->rep[1 + 2 * k],
-                            &c->rep[2 + 2 * k], 1);
+            rc = pull_value(c, b, i, &c->rep[1 + 2 * k], &c->rep[2 + 2 * k], 1);
             k++;
         }
     }
@@ -335,14 +345,15 @@ static const sr__req_ops pull_ops = {pull_reply, pull_send, pull_lost};
  * token are the same values).  Pulls mostly come in the coordinator's order:
  * the search starts at the last one found. */
 static int
-pull_cached(sr_client *c, const char *name, void *dst, size_t dst_bytes)
+pull_cached(sr_client *c, const sr__pull_batch *b, size_t item)
 {
+    const char *name = b->names[item];
+    size_t      dst_bytes = b->sizes[item];
+
     for (int k = 0; c->cache_live && k < c->ncache; k++) {
         int i = (c->cache_next + c->ncache - 1 + k) % c->ncache; /* from the last one found */
         if (strcmp(c->cache[i].name, name) == 0 && zmq_msg_size(&c->cache[i].value) == dst_bytes) {
-            if (dst_bytes > 0) {
-                memcpy(dst, zmq_msg_data(&c->cache[i].value), dst_bytes);
-            }
+            deliver(b, item, &c->cache[i].value);
             c->cache_next = i + 1;
             c->global_step = c->cache_step;
             c->stats.pulls_cached++;
@@ -369,6 +380,13 @@ int
 sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *const *dsts,
                     const size_t *dst_bytes)
 {
+    return sr__pull_many_into(c, n, names, dsts, dst_bytes, NULL, NULL);
+}
+
+sr_err
+sr__pull_many_into(sr_client *c, size_t n, const char *const *names, void *const *dsts,
+                   const size_t *dst_bytes, sr__pull_sink sink, void *sink_arg)
+{
     sr__pull_batch b;
     sr_err         rc = SR_OK;
 
@@ -376,7 +394,7 @@ sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *cons
         return sr_fail(SR_EINVAL, "sr_client_pull_many: NULL argument");
     }
     for (size_t i = 0; i < n; i++) {
-        if (names[i] == NULL || (dsts[i] == NULL && dst_bytes[i] > 0)) {
+        if (names[i] == NULL || (sink == NULL && dsts[i] == NULL && dst_bytes[i] > 0)) {
             return sr_fail(SR_EINVAL, "sr_client_pull_many: NULL argument (item %zu)", i);
         }
         if (sr_name_check(names[i], strlen(names[i])) != SR_OK) {
@@ -400,12 +418,13 @@ sr_client_pull_many(sr_client *c, size_t n, const char *const *names, void *cons
     b.names = names;
     b.dsts = dsts;
     b.sizes = dst_bytes;
+    b.sink = sink;
+    b.sink_arg = sink_arg;
     b.item = items;
     b.reqs = c->batch_reqs;
     c->pulled = 1;
     for (size_t i = 0; i < n; i++) {
-        b.item[i].state =
-            pull_cached(c, names[i], dsts[i], dst_bytes[i]) ? SR__PULL_DONE : SR__PULL_TO_SEND;
+        b.item[i].state = pull_cached(c, &b, i) ? SR__PULL_DONE : SR__PULL_TO_SEND;
         b.left += b.item[i].state == SR__PULL_TO_SEND;
     }
     while (b.first < n && b.item[b.first].state == SR__PULL_DONE) {

@@ -20,7 +20,8 @@
  * pend_lost, sr__push_take_deferred, wait_room, wait_ext, sr__push_flush,
  * pend_add, push_pipelined, sr__push_drop_ext, push_partitioned, push_desc,
  * push_blocking, push_mode, sr_client_push, sr_client_push_many,
- * sr_client_push_sparse, sr_client_push_step, sr__push_free.
+ * sr_client_push_sparse, push_then_step, sr_client_push_step,
+ * sr__push_filled, sr__push_free.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -275,7 +276,7 @@ sr__push_drop_ext(sr_client *c)
  * or for the last one by the next blocking call. */
 static sr_err
 push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, const uint8_t *grad,
-                 size_t bytes, size_t part)
+                 size_t bytes, size_t part, const sr__push_fill *fill)
 {
     uint8_t buf[SR_WIRE_BODY_MAX];
     sr_err  rc = SR_OK;
@@ -301,6 +302,9 @@ push_partitioned(sr_client *c, const char *name, const sr_wire_pushdesc *pd, con
         if ((desc.len = sr_wire_pushdesc_encode(&p, buf, sizeof(buf))) == 0) {
             rc = sr__fail(c, SR_EINVAL, "push %s: cannot encode", SR_ESC(name));
             break;
+        }
+        if (fill != NULL) { /* while the partition before travels */
+            fill->fn(fill->arg, off, len);
         }
         rc = pend_add(c, name, &desc, grad + off, len, off + len < bytes, 0);
     }
@@ -377,9 +381,11 @@ push_blocking(sr_client *c, int type, const char *name, const sr__frame *f, int 
     return SR_OK;
 }
 
-/* sr_client_push, with the way a pipelined push leaves. */
+/* sr_client_push, with the way a pipelined push leaves; fill (when not
+ * NULL) writes the gradient's bytes just before they are sent. */
 static sr_err
-push_mode(sr_client *c, const char *name, const void *grad, size_t bytes, push_hold hold)
+push_mode(sr_client *c, const char *name, const void *grad, size_t bytes, push_hold hold,
+          const sr__push_fill *fill)
 {
     uint8_t     buf[SR_WIRE_BODY_MAX];
     sr__frame   f[2];
@@ -411,7 +417,10 @@ push_mode(sr_client *c, const char *name, const void *grad, size_t bytes, push_h
         memset(&p, 0, sizeof(p));
         snprintf(p.name, sizeof(p.name), "%s", name);
         p.dtype = (uint8_t)d->dtype;
-        return push_partitioned(c, name, &p, grad, bytes, part);
+        return push_partitioned(c, name, &p, grad, bytes, part, fill);
+    }
+    if (fill != NULL) {
+        fill->fn(fill->arg, 0, bytes);
     }
     if (whole && (bytes <= SR__PIPE_PUSH_MAX || hold == PUSH_HOLD_STEP)) {
         return push_pipelined(c, name, f, hold);
@@ -432,7 +441,7 @@ push_mode(sr_client *c, const char *name, const void *grad, size_t bytes, push_h
 int
 sr_client_push(sr_client *c, const char *name, const void *grad, size_t bytes)
 {
-    return push_mode(c, name, grad, bytes, PUSH_ALONE);
+    return push_mode(c, name, grad, bytes, PUSH_ALONE, NULL);
 }
 
 int
@@ -445,7 +454,8 @@ sr_client_push_many(sr_client *c, size_t n, const char *const *names, const void
         return sr_fail(SR_EINVAL, "sr_client_push_many: NULL argument");
     }
     for (size_t i = 0; i < n && rc == SR_OK; i++) {
-        rc = push_mode(c, names[i], grads[i], bytes[i], c->chain_ok ? PUSH_HOLD_MANY : PUSH_ALONE);
+        rc = push_mode(c, names[i], grads[i], bytes[i], c->chain_ok ? PUSH_HOLD_MANY : PUSH_ALONE,
+                       NULL);
     }
     /* Nothing stays held after the call: a refused send leaves them to the
      * resends, like any push whose message was lost. */
@@ -483,23 +493,41 @@ sr_client_push_sparse(sr_client *c, const char *name, size_t nrows, const int64_
     return push_blocking(c, SR_MSG_PUSH_SPARSE, name, f, 3);
 }
 
-int
-sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t bytes)
+/* sr_client_push_step, or with step 0 sr_client_push, with fill. */
+static sr_err
+push_then_step(sr_client *c, const char *name, const void *grad, size_t bytes,
+               const sr__push_fill *fill, int step)
 {
     sr_err rc;
 
     if (c == NULL) {
         return sr_fail(SR_EINVAL, "sr_client_push_step: NULL client");
     }
+    if (!step) {
+        return push_mode(c, name, grad, bytes, PUSH_ALONE, fill);
+    }
     if (!c->ready_done) { /* before the push: nothing may stay held */
         return sr__fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", SR_ESC(name));
     }
-    rc = push_mode(c, name, grad, bytes, c->chain_ok ? PUSH_HOLD_STEP : PUSH_ALONE);
+    rc = push_mode(c, name, grad, bytes, c->chain_ok ? PUSH_HOLD_STEP : PUSH_ALONE, fill);
     if (rc == SR_OK) {
         rc = sr_client_step(c); /* takes the push's answer, or fails */
     }
     sr__push_drop_ext(c);
     return rc;
+}
+
+int
+sr_client_push_step(sr_client *c, const char *name, const void *grad, size_t bytes)
+{
+    return push_then_step(c, name, grad, bytes, NULL, 1);
+}
+
+sr_err
+sr__push_filled(sr_client *c, const char *name, const void *grad, size_t bytes,
+                const sr__push_fill *fill, int step)
+{
+    return push_then_step(c, name, grad, bytes, fill, step);
 }
 
 void
