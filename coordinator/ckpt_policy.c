@@ -105,7 +105,7 @@ sr__ckpt_init(sr_ckpt *p, const sr_ckpt_opts *o, int64_t step, int64_t now_ns)
     p->k = p->state == SR_CKPT_FIXED ? o->every : 1;
     p->last_step = step;
     p->last_ns = now_ns;
-    p->t_ns = p->t_all_ns = p->c_ns = p->writer_ns = p->overhead = -1;
+    p->t_ns = p->t_all_ns = p->c_ns = p->writer_ns = p->overhead = p->bg_share_ns = -1;
 }
 
 int
@@ -158,14 +158,19 @@ sr__ckpt_started(sr_ckpt *p, int64_t step, int64_t now_ns)
 }
 
 void
-sr__ckpt_cost(sr_ckpt *p, int64_t cost_ns)
+sr__ckpt_cost(sr_ckpt *p, int64_t cost_ns, int64_t bg_ns)
 {
     if (p->o.async) {
         p->writer_ns = (double)cost_ns;
         return;
     }
     p->path_ns = cost_ns;
-    record_cost(p, (double)cost_ns, p->cover);
+    p->bg_commits++;
+    if (bg_ns > 0) { /* a pass: the pages of the commits since the last one */
+        ewma(&p->bg_share_ns, (double)bg_ns / (double)p->bg_commits);
+        p->bg_commits = 0;
+    }
+    record_cost(p, (double)cost_ns + (p->bg_share_ns > 0 ? p->bg_share_ns : 0), p->cover);
     recompute(p);
 }
 

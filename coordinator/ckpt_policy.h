@@ -20,8 +20,12 @@
  *      less the commit that held the earlier step's tokens (--commit sync);
  *      with --commit async, only steps the writer did not overlap count.
  *   C  what one commit costs the steps.  sync: the commit's own time (it is
- *      on the step's path: the tokens wait for it), plus the WAL checkpoint
- *      thread's time since the last commit (server_commit.c adds it).  async: the slow-down of
+ *      on the step's path: the tokens wait for it), plus its share of the
+ *      store's WAL checkpoint thread (which copies the commits' pages into
+ *      the database beside the steps): each pass's time divided among the
+ *      commits since the pass before, whose pages it copied (an EWMA over
+ *      passes; charging a whole pass to the one commit it followed made C
+ *      jump a hundredfold at every pass).  async: the slow-down of
  *      the steps the writer overlapped, sum(d_i) - n * T over those steps
  *      (it competes with the workers for the cores), judged at the first
  *      step the writer no longer overlaps; until a clean step time exists,
@@ -77,15 +81,17 @@ typedef struct {
     double        t_ns;         /* T: the step time without commits (EWMA; < 0: unknown) */
     double        t_all_ns;     /* every step's time less path commits (async fallback) */
     double        c_ns;         /* C: one commit's cost to the steps (EWMA; < 0: unknown) */
-    double        writer_ns;    /* async: the writer's time for the last commit (< 0: none) */
-    double        overhead;     /* the measured fraction (< 0: unknown) */
-    double        ov_cost_ns;   /* ... its decayed sum of commit costs */
-    double        ov_time_ns;   /* ... and of the covered steps' time */
-    int64_t       cover;        /* sync: the steps the commit being timed covers */
-    int64_t       ovl_n;        /* async: steps the writer overlapped since its start */
-    double        ovl_sum_ns;   /* ... their summed step times */
-    int64_t       ovl_cover;    /* ... the steps the commit being judged covered */
-    int           ovl_open;     /* a commit's slow-down is being summed */
+    double        bg_share_ns; /* sync: a commit's share of a WAL checkpoint pass (< 0: none yet) */
+    int64_t       bg_commits;  /* sync: commits since the last pass */
+    double        writer_ns;   /* async: the writer's time for the last commit (< 0: none) */
+    double        overhead;    /* the measured fraction (< 0: unknown) */
+    double        ov_cost_ns;  /* ... its decayed sum of commit costs */
+    double        ov_time_ns;  /* ... and of the covered steps' time */
+    int64_t       cover;       /* sync: the steps the commit being timed covers */
+    int64_t       ovl_n;       /* async: steps the writer overlapped since its start */
+    double        ovl_sum_ns;  /* ... their summed step times */
+    int64_t       ovl_cover;   /* ... the steps the commit being judged covered */
+    int           ovl_open;    /* a commit's slow-down is being summed */
 } sr_ckpt;
 
 /* Start the policy at `step` (the restored step counts as committed) at
@@ -102,8 +108,11 @@ int sr__ckpt_step(sr_ckpt *p, int64_t step, int64_t now_ns, int overlapped);
 void sr__ckpt_started(sr_ckpt *p, int64_t step, int64_t now_ns);
 
 /* The commit just started (sync) or the writer's last one (async) took
- * cost_ns.  sync: that is C, and the next step's time excludes it. */
-void sr__ckpt_cost(sr_ckpt *p, int64_t cost_ns);
+ * cost_ns; bg_ns (sync only; 0 between passes): the time the WAL
+ * checkpoint thread spent since the commit before.  sync: C is cost_ns
+ * plus the commits' share of the passes, and the next step's time excludes
+ * cost_ns (only the commit itself held its tokens back). */
+void sr__ckpt_cost(sr_ckpt *p, int64_t cost_ns, int64_t bg_ns);
 
 /* The current interval in steps (0: fixed, never). */
 int64_t sr__ckpt_interval(const sr_ckpt *p);

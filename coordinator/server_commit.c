@@ -206,14 +206,15 @@ sr__coord_commit_now(coord *c)
          * last commit (copying the commits' pages into the database, with
          * an fsync at FULL): it runs beside the steps on the same cores and
          * disk, a cost of durability the commit's own time leaves out (an
-         * upper bound, as the async writer's time is). */
+         * upper bound, as the async writer's time is).  The policy shares
+         * each pass among the commits it copied. */
         sr_store_ckpt_stats ks;
         sr_store_get_ckpt_stats(c->st, &ks);
         uint64_t thread_us = ks.pass_us >= c->ckpt_thread_us ? ks.pass_us - c->ckpt_thread_us : 0;
         c->ckpt_thread_us = ks.pass_us;
         sr__ckpt_started(&c->ckpt, c->global_step, t0);
-        sr__ckpt_cost(&c->ckpt,
-                      ((int64_t)atomic_load(&c->commit_last_us) + (int64_t)thread_us) * 1000);
+        sr__ckpt_cost(&c->ckpt, (int64_t)atomic_load(&c->commit_last_us) * 1000,
+                      (int64_t)thread_us * 1000);
     }
     sr__coord_job_free(j);
     return rc;
@@ -252,7 +253,7 @@ sr__coord_writer_poll(coord *c)
     c->committed_step = done;
     if (done != c->ckpt_wseen) {
         c->ckpt_wseen = done;
-        sr__ckpt_cost(&c->ckpt, (int64_t)atomic_load(&c->commit_last_us) * 1000);
+        sr__ckpt_cost(&c->ckpt, (int64_t)atomic_load(&c->commit_last_us) * 1000, 0);
         c->ckpt_overlap = 1;
     }
     if (busy) {
