@@ -261,6 +261,11 @@ new_cell(bench *b, int row, const char *config, const char *unit, const char *ta
 {
     cell *x;
     if (b->ncells >= MAX_CELLS) {
+        /* Never silently short: until 2026-12-04 a full run stopped after
+         * 32 cells and row 6's targets never ran under ./run bench. */
+        fprintf(stderr, "# perf: no room for cell '%s' (row %d): MAX_CELLS %d\n", config, row,
+                MAX_CELLS);
+        b->failures++;
         return NULL;
     }
     x = &b->cells[b->ncells++];
