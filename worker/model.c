@@ -7,10 +7,11 @@
  * would: push each trainable pack (the last with the token request), take
  * the token, pull the trainable packs.  A pack's gradients are gathered
  * into its arena a partition at a time, each just before it is sent, so
- * the gather of one overlaps the travel of the one before.  Tensors that never change (not
- * trainable) are pulled once.  Sparse tensors are variables of their own,
- * pushed beside the call with sr_client_push_sparse.  docs/protocol.md,
- * MODEL; docs/architecture.md, "Packs".
+ * the gather of one overlaps the travel of the one before.  Tensors that
+ * never change (not trainable) are pulled once.  Sparse tensors are
+ * variables of their own, pushed beside the call with
+ * sr_client_push_sparse.  docs/protocol.md, MODEL; docs/architecture.md,
+ * "Packs".
  *
  * A pull writes each tensor once: straight from the reply's message into
  * the caller's values[i].  The client's own copy of a slab (the value
