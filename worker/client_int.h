@@ -212,7 +212,7 @@ void   sr__push_free(sr_client *c);
  * (a delta, SR_WIRE_F_HAVE_VARS). */
 void sr__pull_take_cache(sr_client *c, int asked);
 /* sr_client_pull_many, each value handed to sink (when not NULL) instead of
- * copied into dsts[i] (which may then be NULL; sizes are still checked):
+ * copied into dsts[i] (dsts may then be NULL; sizes are still checked):
  * the model's pulls scatter a pack straight into the caller's buffers. */
 sr_err sr__pull_many_into(sr_client *c, size_t n, const char *const *names, void *const *dsts,
                           const size_t *dst_bytes, sr__pull_sink sink, void *sink_arg);

@@ -63,7 +63,6 @@ struct sr__model {
     int          all_pulled; /* every slab pulled once: the unchanging ones need no more */
     int          own_out;    /* sr_client_model_value handed out a pointer: pulls keep values */
     const char **names;      /* sr_client_pull_many's arguments, ns each */
-    void       **dsts;
     size_t      *sizes;
     size_t      *slab_of; /* the slab of each pulled item */
 };
@@ -87,7 +86,6 @@ sr__model_free(sr_client *c)
     free(m->s);
     free(m->by_slab);
     free(m->names);
-    free(m->dsts);
     free(m->sizes);
     free(m->slab_of);
     free(m);
@@ -260,7 +258,6 @@ static sr_err
 alloc_arenas(sr_client *c, sr__model *m)
 {
     if ((m->names = calloc(m->ns ? m->ns : 1, sizeof(*m->names))) == NULL ||
-        (m->dsts = calloc(m->ns ? m->ns : 1, sizeof(*m->dsts))) == NULL ||
         (m->sizes = calloc(m->ns ? m->ns : 1, sizeof(*m->sizes))) == NULL ||
         (m->slab_of = calloc(m->ns ? m->ns : 1, sizeof(*m->slab_of))) == NULL) {
         return sr__fail(c, SR_ENOMEM, "declare model: %zu variables", m->ns);
@@ -432,12 +429,11 @@ pull_slabs(sr_client *c, sr__model *m, int all, void *const *values)
     for (size_t k = 0; k < m->ns; k++) {
         if (all || m->s[k].trainable) {
             m->names[n] = m->s[k].name;
-            m->dsts[n] = m->s[k].value;
             m->slab_of[n] = k;
             m->sizes[n++] = (size_t)m->s[k].nbytes;
         }
     }
-    if ((rc = sr__pull_many_into(c, n, m->names, m->dsts, m->sizes, take_slab, &x)) != SR_OK) {
+    if ((rc = sr__pull_many_into(c, n, m->names, NULL, m->sizes, take_slab, &x)) != SR_OK) {
         return rc;
     }
     m->all_pulled |= all;

@@ -390,7 +390,8 @@ sr__pull_many_into(sr_client *c, size_t n, const char *const *names, void *const
     sr__pull_batch b;
     sr_err         rc = SR_OK;
 
-    if (c == NULL || (n > 0 && (names == NULL || dsts == NULL || dst_bytes == NULL))) {
+    if (c == NULL ||
+        (n > 0 && (names == NULL || (sink == NULL && dsts == NULL) || dst_bytes == NULL))) {
         return sr_fail(SR_EINVAL, "sr_client_pull_many: NULL argument");
     }
     for (size_t i = 0; i < n; i++) {

@@ -500,11 +500,11 @@ push_then_step(sr_client *c, const char *name, const void *grad, size_t bytes,
 {
     sr_err rc;
 
-    if (c == NULL) {
-        return sr_fail(SR_EINVAL, "sr_client_push_step: NULL client");
-    }
     if (!step) {
         return push_mode(c, name, grad, bytes, PUSH_ALONE, fill);
+    }
+    if (c == NULL) {
+        return sr_fail(SR_EINVAL, "sr_client_push_step: NULL client");
     }
     if (!c->ready_done) { /* before the push: nothing may stay held */
         return sr__fail(c, SR_ENOTREADY, "push %s: call sr_client_ready first", SR_ESC(name));
